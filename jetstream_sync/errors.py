@@ -1,0 +1,175 @@
+"""Every error jetstream_sync raises, in one hierarchy.
+
+Catch :class:`JetStreamError` for anything from this library, or a subclass
+for one condition. Where a builtin exception describes the same condition the
+class also derives from it (``InvalidOptionError`` is a ``ValueError``,
+``TimeoutError`` is the builtin ``TimeoutError``), so code written against the
+builtins keeps working.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any, Dict, Optional
+
+__all__ = [
+    "JetStreamError",
+    "APIError",
+    "NotFoundError",
+    "StreamNotFoundError",
+    "ConsumerNotFoundError",
+    "MsgNotFoundError",
+    "JetStreamNotEnabledError",
+    "NoRespondersError",
+    "ConsumerDeletedError",
+    "ConsumerPushBasedError",
+    "BadRequestError",
+    "NoHeartbeatError",
+    "PullStatusError",
+    "ConnectionClosedError",
+    "NoServersError",
+    "InvalidOptionError",
+    "MsgAlreadyAckedError",
+    "NotJSMessageError",
+    "TimeoutError",
+    "ForkedProcessError",
+    "DeadlockError",
+    "ConsumerStoppedError",
+]
+
+
+class JetStreamError(Exception):
+    """Base class of every error raised by jetstream_sync."""
+
+
+class APIError(JetStreamError):
+    """The JetStream API answered a request with an error.
+
+    ``code`` is the HTTP-like status (404, 400, 503 …), ``err_code`` the
+    server's numeric JetStream error code (10059 stream not found …) and
+    ``description`` its text.
+    """
+
+    def __init__(self, code: int = 0, err_code: int = 0, description: str = "") -> None:
+        self.code = code
+        self.err_code = err_code
+        self.description = description
+        super().__init__(code, err_code, description)
+
+    def __str__(self) -> str:
+        return f"{self.description} (code={self.code}, err_code={self.err_code})"
+
+    @staticmethod
+    def from_error(err: Dict[str, Any]) -> "APIError":
+        """Build the most specific subclass for an API ``error`` object."""
+        err_code = int(err.get("err_code") or 0)
+        cls = _BY_ERR_CODE.get(err_code)
+        code = int(err.get("code") or 0)
+        if cls is None:
+            cls = NotFoundError if code == 404 else APIError
+        return cls(code, err_code, str(err.get("description", "")))
+
+
+class NotFoundError(APIError):
+    """A JetStream resource (stream, consumer, message) does not exist."""
+
+
+class StreamNotFoundError(NotFoundError):
+    """The stream does not exist (err_code 10059)."""
+
+
+class ConsumerNotFoundError(NotFoundError):
+    """The consumer does not exist (err_code 10014)."""
+
+
+class MsgNotFoundError(NotFoundError):
+    """No message matched a get request (err_code 10037)."""
+
+
+_BY_ERR_CODE: Dict[int, type] = {
+    10059: StreamNotFoundError,
+    10014: ConsumerNotFoundError,
+    10037: MsgNotFoundError,
+}
+
+
+class NoRespondersError(JetStreamError):
+    """Nobody answered a request (503 no responders)."""
+
+
+class JetStreamNotEnabledError(NoRespondersError):
+    """No JetStream API answered: JetStream is off for this account/server or
+    the domain/API prefix is wrong."""
+
+
+class PullStatusError(JetStreamError):
+    """A pull request ended with a server status that is an error.
+
+    ``status`` is the numeric code (409, 400 …), ``description`` its text.
+    """
+
+    def __init__(self, status: int = 0, description: str = "") -> None:
+        self.status = status
+        self.description = description
+        text = f"{status} {description}".strip()
+        super().__init__(text or self.__class__.__doc__)
+
+
+class ConsumerDeletedError(PullStatusError):
+    """The consumer was deleted while pulls were waiting (409 Consumer Deleted)."""
+
+
+class ConsumerPushBasedError(PullStatusError):
+    """The consumer has a deliver subject; it cannot be pulled (409 Consumer is push based)."""
+
+
+class BadRequestError(PullStatusError):
+    """The server rejected a pull request (400 Bad Request)."""
+
+
+class NoHeartbeatError(JetStreamError):
+    """No message, status or heartbeat arrived for twice the idle heartbeat."""
+
+
+class ConnectionClosedError(JetStreamError):
+    """The connection is closed (by close(), drain() or after giving up reconnecting)."""
+
+
+class NoServersError(JetStreamError, ConnectionError):
+    """No server in the list could be connected to."""
+
+
+class InvalidOptionError(JetStreamError, ValueError):
+    """An argument is invalid; raised before anything is sent."""
+
+
+class MsgAlreadyAckedError(JetStreamError):
+    """The message was already acknowledged with a terminal ack (ack, nak, term)."""
+
+
+class NotJSMessageError(JetStreamError):
+    """The message is not a JetStream message (no or malformed ``$JS.ACK`` reply)."""
+
+
+class TimeoutError(JetStreamError, builtins.TimeoutError):
+    """An operation did not complete in time. Also the builtin ``TimeoutError``."""
+
+
+class ForkedProcessError(JetStreamError, RuntimeError):
+    """A Client created before ``os.fork()`` was used in the child process.
+
+    The child shares the parent's socket; create a new Client in the child.
+    """
+
+
+class DeadlockError(JetStreamError, RuntimeError):
+    """A blocking call was made from the client's own event-loop thread."""
+
+
+class ConsumerStoppedError(JetStreamError):
+    """The MessagesContext / ConsumeContext was stopped or drained and is closed."""
+
+
+def api_error_for_status(code: int, description: Optional[str]) -> APIError:
+    """An APIError for a bare status reply that carried no JSON body."""
+    return APIError(code, 0, description or "")

@@ -1,0 +1,245 @@
+"""Msg, JetStream ack-subject metadata, and the ack outbox.
+
+Acks never block the user thread: :meth:`Msg.ack` appends to the client's
+:class:`AckOutbox` and the loop thread is woken once per burst to publish
+everything queued (see DESIGN.md §1). :meth:`Msg.ack_sync` is the confirmed
+variant that waits for the server's reply.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import json
+import logging
+from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Tuple
+
+from nats.aio.msg import Msg as _NatsMsg
+
+from . import errors
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Client
+
+__all__ = ["Msg", "Metadata", "SequencePair", "parse_metadata", "AckOutbox"]
+
+_log = logging.getLogger("jetstream_sync")
+
+# nats-py's frozen dataclasses carry exactly the fields ADR-15 defines.
+Metadata = _NatsMsg.Metadata
+SequencePair = _NatsMsg.Metadata.SequencePair
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_HDR_LINE = len(b"NATS/1.0\r\n")
+
+ACK = b"+ACK"
+NAK = b"-NAK"
+WPI = b"+WPI"
+TERM = b"+TERM"
+
+
+def parse_metadata(reply: Optional[str]) -> Metadata:
+    """Parse a ``$JS.ACK`` reply subject (ADR-15).
+
+    v1 has 9 tokens ``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>``;
+    v2 has 11 or more: ``$JS.ACK.<domain>.<acc hash>.<stream>…`` with domain
+    ``_`` meaning none. Anything else raises :class:`NotJSMessageError`.
+    """
+    if not reply:
+        raise errors.NotJSMessageError("message has no reply subject")
+    tokens = reply.split(".")
+    n = len(tokens)
+    if n < 9 or n == 10 or tokens[0] != "$JS" or tokens[1] != "ACK":
+        raise errors.NotJSMessageError(f"not a JetStream ack subject: {reply!r}")
+    if n == 9:
+        domain: Optional[str] = None
+        base = 2
+    else:
+        domain = tokens[2] if tokens[2] not in ("_", "") else None
+        base = 4
+    try:
+        delivered, sseq, cseq, ts_ns, pending = (int(t) for t in tokens[base + 2 : base + 7])
+    except ValueError:
+        raise errors.NotJSMessageError(f"malformed JetStream ack subject: {reply!r}") from None
+    return Metadata(
+        sequence=SequencePair(consumer=cseq, stream=sseq),
+        num_pending=pending,
+        num_delivered=delivered,
+        # Integer arithmetic: a float of nanoseconds loses microseconds.
+        timestamp=_EPOCH + datetime.timedelta(microseconds=ts_ns // 1000),
+        stream=tokens[base],
+        consumer=tokens[base + 1],
+        domain=domain,
+    )
+
+
+def headers_size(headers: Optional[Dict[str, str]]) -> int:
+    """Bytes of a header block as the server counts them (``NATS/1.0`` line included)."""
+    if not headers:
+        return 0
+    return _HDR_LINE + sum(len(k) + len(v.encode()) + 4 for k, v in headers.items()) + 2
+
+
+class Msg:
+    """A message received from NATS, with JetStream acks.
+
+    ``size`` is subject + reply + header bytes + payload, the quantity the
+    server charges against a pull's ``max_bytes``.
+    """
+
+    __slots__ = ("subject", "reply", "data", "headers", "_hdr_len", "_client", "_acked", "_meta")
+
+    def __init__(
+        self,
+        subject: str,
+        reply: str,
+        data: bytes,
+        headers: Optional[Dict[str, str]] = None,
+        client: Optional["Client"] = None,
+        hdr_len: int = -1,
+    ) -> None:
+        self.subject = subject
+        self.reply = reply
+        self.data = data
+        self.headers = headers
+        self._hdr_len = hdr_len
+        self._client = client
+        self._acked = False
+        self._meta: Optional[Metadata] = None
+
+    def __repr__(self) -> str:
+        return f"<Msg subject={self.subject!r} reply={self.reply!r} data={self.data[:32]!r}{'…' if len(self.data) > 32 else ''}>"
+
+    @property
+    def size(self) -> int:
+        hdr = self._hdr_len if self._hdr_len >= 0 else headers_size(self.headers)
+        return len(self.subject) + len(self.reply) + hdr + len(self.data)
+
+    @property
+    def metadata(self) -> Metadata:
+        """Parsed ack-subject metadata; raises NotJSMessageError for a non-JetStream message."""
+        meta = self._meta
+        if meta is None:
+            meta = self._meta = parse_metadata(self.reply)
+        return meta
+
+    @property
+    def is_acked(self) -> bool:
+        """True once a terminal ack (ack, nak, term) was sent or queued."""
+        return self._acked
+
+    # -- acks ---------------------------------------------------------------
+
+    def ack(self) -> None:
+        """Acknowledge (``+ACK``). Never blocks: queued and sent by the loop thread."""
+        self._terminal(ACK)
+
+    def nak(self, delay: Optional[float] = None) -> None:
+        """Negative ack: redeliver now, or after ``delay`` seconds (``-NAK {"delay": ns}``)."""
+        if delay is None:
+            self._terminal(NAK)
+            return
+        if not isinstance(delay, (int, float)) or delay < 0:
+            raise errors.InvalidOptionError(f"nak delay must be a number of seconds >= 0, got {delay!r}")
+        self._terminal(NAK + b" " + json.dumps({"delay": int(delay * 1e9)}).encode())
+
+    def in_progress(self) -> None:
+        """Tell the server work is ongoing (``+WPI``), resetting AckWait. Repeatable."""
+        self._check_reply()
+        self._outbox().put(self.reply, WPI)
+
+    def term(self, reason: Optional[str] = None) -> None:
+        """Terminate: never redeliver (``+TERM`` or ``+TERM <reason>``)."""
+        self._terminal(TERM + (b" " + reason.encode() if reason else b""))
+
+    def ack_sync(self, timeout: float = 5.0) -> None:
+        """Acknowledge and wait until the server confirms it (a "double ack").
+
+        Raises :class:`jetstream_sync.TimeoutError` if no confirmation came in
+        ``timeout`` seconds; the message then counts as not acked.
+        """
+        self._check_reply()
+        self._check_not_acked()
+        client = self._require_client()
+        client.request(self.reply, ACK, timeout=timeout)
+        self._acked = True
+
+    def _terminal(self, payload: bytes) -> None:
+        self._check_reply()
+        self._check_not_acked()
+        self._outbox().put(self.reply, payload)
+        self._acked = True
+
+    def _check_reply(self) -> None:
+        if not self.reply:
+            raise errors.NotJSMessageError("message has no reply subject to ack")
+
+    def _check_not_acked(self) -> None:
+        if self._acked:
+            raise errors.MsgAlreadyAckedError(f"message {self.reply} was already acknowledged")
+
+    def _require_client(self) -> "Client":
+        if self._client is None:
+            raise errors.NotJSMessageError("message is not bound to a client")
+        return self._client
+
+    def _outbox(self) -> "AckOutbox":
+        return self._require_client()._outbox
+
+
+class AckOutbox:
+    """Publishes queued (subject, payload) pairs from the loop thread.
+
+    Any thread may :meth:`put`; the loop is woken only when no drain is
+    already scheduled, so a burst of acks costs one wake-up.
+    """
+
+    def __init__(self, client: "Client") -> None:
+        self._client = client
+        self._queue: Deque[Tuple[str, bytes]] = collections.deque()
+        self._scheduled = False
+        self.errors = 0
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def put(self, subject: str, payload: bytes) -> None:
+        client = self._client
+        if client._closed:
+            raise errors.ConnectionClosedError("cannot ack: the client is closed")
+        self._queue.append((subject, payload))
+        if not self._scheduled:
+            self._scheduled = True
+            client._lt.call_soon(self._kick)
+
+    def put_many(self, items: List[Tuple[str, bytes]]) -> None:
+        """Queue several publishes with one wake-up (used to NAK a buffer)."""
+        if not items:
+            return
+        self._queue.extend(items)
+        if not self._scheduled:
+            self._scheduled = True
+            self._client._lt.call_soon(self._kick)
+
+    def _kick(self) -> None:
+        task = self._client._lt.loop.create_task(self.drain())
+        task.add_done_callback(_ignore_result)
+
+    async def drain(self) -> None:
+        """Publish everything queued; runs on the loop thread."""
+        # Reset first: a put() that lands after this line schedules a new drain.
+        self._scheduled = False
+        nc = self._client._nc
+        queue = self._queue
+        while queue:
+            subject, payload = queue.popleft()
+            try:
+                await nc.publish(subject, payload)
+            except Exception as exc:  # the server redelivers after AckWait; say so
+                self.errors += 1
+                _log.warning("jetstream_sync: could not send ack to %s: %r", subject, exc)
+
+
+def _ignore_result(task: Any) -> None:
+    if not task.cancelled():
+        task.exception()

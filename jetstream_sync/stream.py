@@ -1,0 +1,78 @@
+"""Stream: a handle on one stream, with its data and consumer operations."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, List, Optional
+
+from .models import ConsumerConfig, ConsumerInfo, StoredMsg, StreamInfo
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .consumer import Consumer
+    from .jetstream import JetStream
+
+__all__ = ["Stream"]
+
+
+class Stream:
+    """A stream by name. ``cached_info`` is the info from when the handle was
+    made (or last ``info()``); ``info()`` asks the server again."""
+
+    def __init__(self, js: "JetStream", info: StreamInfo) -> None:
+        self._js = js
+        self._info = info
+        self.name: str = info.config.name  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<Stream {self.name!r}>"
+
+    @property
+    def cached_info(self) -> StreamInfo:
+        return self._info
+
+    def info(self) -> StreamInfo:
+        self._info = self._js.stream_info(self.name)
+        return self._info
+
+    def purge(self, subject: Optional[str] = None, seq: Optional[int] = None, keep: Optional[int] = None) -> int:
+        """Remove messages (all, or those on ``subject``; below ``seq``, or all
+        but the newest ``keep``). Returns how many were purged."""
+        return self._js._purge(self.name, subject, seq, keep)
+
+    def get_msg(self, seq: Optional[int] = None, last_by_subject: Optional[str] = None) -> StoredMsg:
+        """Read one stored message by sequence or as the last on a subject;
+        raises MsgNotFoundError."""
+        return self._js._get_msg(self.name, seq, last_by_subject)
+
+    def delete_msg(self, seq: int, erase: bool = False) -> None:
+        """Delete one message; ``erase=True`` overwrites its bytes on disk."""
+        self._js._delete_msg(self.name, seq, erase)
+
+    # -- consumers --------------------------------------------------------------
+
+    def create_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "Consumer":
+        return self._js.create_consumer(self.name, config, **fields)
+
+    def update_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "Consumer":
+        return self._js.update_consumer(self.name, config, **fields)
+
+    def create_or_update_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "Consumer":
+        return self._js.create_or_update_consumer(self.name, config, **fields)
+
+    def consumer(self, name: str) -> "Consumer":
+        return self._js.consumer(self.name, name)
+
+    def consumer_info(self, name: str) -> ConsumerInfo:
+        return self._js.consumer_info(self.name, name)
+
+    def delete_consumer(self, name: str) -> None:
+        self._js.delete_consumer(self.name, name)
+
+    def consumer_names(self) -> List[str]:
+        return self._js.consumer_names(self.name)
+
+    def consumers(self) -> List[ConsumerInfo]:
+        return self._js.consumers(self.name)
+
+    def delete(self) -> None:
+        """Delete this stream."""
+        self._js.delete_stream(self.name)

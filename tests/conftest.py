@@ -1,0 +1,56 @@
+"""Fixtures: a real nats-server on a loopback port, and clients on it."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Iterator
+
+import pytest
+
+import jetstream_sync as jss
+from jetstream_sync._server import NatsServer
+
+_names = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[NatsServer]:
+    """One server shared by the tests that need no faults."""
+    srv = NatsServer().start()
+    yield srv
+    srv.cleanup()
+
+
+@pytest.fixture
+def private_server() -> Iterator[NatsServer]:
+    """A server of the test's own, free to restart, pause or stop."""
+    srv = NatsServer().start()
+    yield srv
+    srv.cleanup()
+
+
+@pytest.fixture
+def nc(server: NatsServer) -> Iterator[jss.Client]:
+    client = jss.connect(server.url, name="test")
+    yield client
+    if not client.is_closed:
+        js = client.jetstream()
+        for name in js.stream_names():
+            js.delete_stream(name)
+    client.close()
+
+
+@pytest.fixture
+def js(nc: jss.Client) -> jss.JetStream:
+    return nc.jetstream()
+
+
+@pytest.fixture
+def stream_name() -> str:
+    return f"T{next(_names)}"
+
+
+@pytest.fixture
+def stream(js: jss.JetStream, stream_name: str) -> jss.Stream:
+    """A fresh file-storage stream capturing ``<name>.>``."""
+    return js.create_stream(name=stream_name, subjects=[f"{stream_name.lower()}.>"])

@@ -1,0 +1,72 @@
+"""publish_async: a bounded window of pipelined publishes."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import jetstream_sync as jss
+
+
+@pytest.mark.timeout(120)
+def test_100k_publishes_all_acked_in_order(js, stream):
+    subj = f"{stream.name.lower()}.bulk"
+    payload = b"x" * 128
+    futures = [js.publish_async(subj, payload) for _ in range(100_000)]
+    assert js.publish_async_complete(timeout=60)
+    seqs = [f.result(timeout=0).seq for f in futures]
+    assert seqs == list(range(1, 100_001))
+    assert stream.info().state.messages == 100_000
+    assert js.publish_async_pending == 0
+
+
+def test_window_bounds_in_flight(js, stream):
+    js.set_publish_async_max_pending(10)
+    subj = f"{stream.name.lower()}.w"
+    seen = []
+    lock = threading.Lock()
+
+    def watch(_f):
+        with lock:
+            seen.append(js.publish_async_pending)
+
+    futures = [js.publish_async(subj, b"1") for _ in range(200)]
+    for f in futures:
+        f.add_done_callback(watch)
+    assert js.publish_async_complete(timeout=30)
+    assert max(seen) <= 10
+    with pytest.raises(jss.InvalidOptionError):
+        js.set_publish_async_max_pending(5)
+
+
+def test_errors_resolve_the_future(js, stream):
+    subj = f"{stream.name.lower()}.e"
+    ok = js.publish_async(subj, b"1", msg_id="a")
+    dup = js.publish_async(subj, b"1", msg_id="a")
+    assert ok.result(10).seq == 1 and dup.result(10).duplicate
+    bad = js.publish_async(subj, b"2", expected_last_seq=99)
+    with pytest.raises(jss.APIError):
+        bad.result(10)
+    nobody = js.publish_async("no.stream", b"3", timeout=3)
+    with pytest.raises(jss.NoRespondersError):
+        nobody.result(10)
+
+
+def test_close_fails_outstanding_futures(server):
+    nc = jss.connect(server.url)
+    js = nc.jetstream()
+    nc.subscribe("blackhole.>")  # receives but never acks
+    nc.flush()
+    fut = js.publish_async("blackhole.x", b"1", timeout=30)
+    nc.close()
+    with pytest.raises(jss.ConnectionClosedError):
+        fut.result(5)
+
+
+def test_timeout_resolves_the_future(js, nc):
+    nc.subscribe("blackhole2.>")
+    nc.flush()
+    fut = js.publish_async("blackhole2.x", b"1", timeout=0.3)
+    with pytest.raises(jss.TimeoutError):
+        fut.result(5)

@@ -1,0 +1,79 @@
+"""ADR-15 ack-subject parsing."""
+
+import datetime
+
+import pytest
+
+import jetstream_sync as jss
+from jetstream_sync.message import Msg, parse_metadata
+
+TS = 1_700_000_000_123_456_789  # ns
+
+
+def test_v1_nine_tokens():
+    md = parse_metadata(f"$JS.ACK.ORDERS.billing.3.41.7.{TS}.12")
+    assert (md.stream, md.consumer) == ("ORDERS", "billing")
+    assert md.num_delivered == 3
+    assert md.sequence.stream == 41
+    assert md.sequence.consumer == 7
+    assert md.num_pending == 12
+    assert md.domain is None
+
+
+def test_v2_with_domain_and_account_hash():
+    md = parse_metadata(f"$JS.ACK.hub.ACCHASH.ORDERS.billing.5.10.20.{TS}.1.token")
+    assert md.domain == "hub"
+    assert (md.stream, md.consumer, md.num_delivered) == ("ORDERS", "billing", 5)
+    assert (md.sequence.stream, md.sequence.consumer, md.num_pending) == (10, 20, 1)
+
+
+def test_v2_eleven_tokens_accepted():
+    md = parse_metadata(f"$JS.ACK.hub.ACCHASH.S.C.1.2.3.{TS}.0")
+    assert (md.stream, md.sequence.stream) == ("S", 2)
+
+
+def test_v2_underscore_domain_means_none():
+    assert parse_metadata(f"$JS.ACK._.ACCHASH.S.C.1.2.3.{TS}.0.x").domain is None
+
+
+def test_timestamp_is_aware_utc_with_microseconds():
+    ts = parse_metadata(f"$JS.ACK.S.C.1.2.3.{TS}.0").timestamp
+    assert ts.tzinfo is datetime.timezone.utc
+    assert ts == datetime.datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=datetime.timezone.utc)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "$JS.ACK.a.b.1.2.3.4.5.6",  # 10 tokens
+        "$JS.ACK.S.C.1.2.3.4",  # 8 tokens
+        "$JS.NAK.S.C.1.2.3.4.5",  # not $JS.ACK
+        "FOO.ACK.S.C.1.2.3.4.5",
+        "$JS.ACK.S.C.x.2.3.4.5",  # not a number
+        "_INBOX.abc",
+        "",
+    ],
+)
+def test_malformed_rejected(reply):
+    with pytest.raises(jss.NotJSMessageError):
+        parse_metadata(reply)
+
+
+def test_msg_metadata_is_cached_and_size_counts_everything():
+    reply = f"$JS.ACK.S.C.1.2.3.{TS}.0"
+    msg = Msg("foo.bar", reply, b"x" * 10, {"A": "b"})
+    assert msg.metadata is msg.metadata
+    # subject 7 + reply + "NATS/1.0\r\n" (10) + "A: b\r\n" (6) + "\r\n" (2) + payload 10
+    assert msg.size == 7 + len(reply) + 18 + 10
+    assert Msg("FOO.123", "r" * 43, b"x" * 10).size == 60
+
+
+def test_ack_without_reply_raises():
+    with pytest.raises(jss.NotJSMessageError):
+        Msg("a", "", b"").ack()
+
+
+def test_nak_delay_validated():
+    msg = Msg("a", f"$JS.ACK.S.C.1.2.3.{TS}.0", b"")
+    with pytest.raises(jss.InvalidOptionError):
+        msg.nak(delay=-1)
