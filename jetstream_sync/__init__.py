@@ -5,6 +5,7 @@ Importing the package starts no thread and imports no pyspark.
 
 from .client import Client, Subscription, connect
 from .consumer import Consumer
+from .contexts import ConsumeContext, FetchResult, MessagesContext, PullStats
 from .errors import (
     APIError,
     BadRequestError,
@@ -57,6 +58,10 @@ __all__ = [
     "JetStream",
     "Stream",
     "Consumer",
+    "MessagesContext",
+    "ConsumeContext",
+    "FetchResult",
+    "PullStats",
     "Msg",
     "Metadata",
     "SequencePair",

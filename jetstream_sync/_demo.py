@@ -78,24 +78,22 @@ def run(url: str, count: int, size: int, show_progress: bool) -> float:
 
 
 def consume(nc: jss.Client, stream: jss.Stream, count: int, show_progress: bool) -> "tuple[int, float]":
-    """Read every message with the blocking API, ack each, check the server agrees."""
-    inbox = f"_INBOX.demo.{time.time_ns()}"
-    sub = nc.subscribe(inbox)
-    cons = stream.create_consumer(deliver_subject=inbox, ack_policy="explicit", max_ack_pending=2000)
+    """Read every message with the blocking iterator, ack each, check the server agrees."""
+    cons = stream.create_consumer(ack_policy="explicit", inactive_threshold=60.0)
     bar = Progress("consume", count, enabled=show_progress)
     t0 = time.perf_counter()
     seen = 0
-    for msg in sub:
-        msg.ack()
-        seen += 1
-        if seen % 1000 == 0:
-            bar.update(seen)
-        if seen == count:
-            break
+    with cons.messages(max_messages=500) as it:
+        for msg in it:
+            msg.ack()
+            seen += 1
+            if seen % 1000 == 0:
+                bar.update(seen)
+            if seen == count:
+                break
     bar.update(seen)
     nc.flush()
     secs = time.perf_counter() - t0
-    sub.unsubscribe()
     # The server applies acks asynchronously: give it a moment to catch up.
     deadline = time.monotonic() + 10
     while True:

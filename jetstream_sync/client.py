@@ -7,6 +7,7 @@ import inspect
 import logging
 import queue
 import threading
+import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
 import nats.errors as _nerr
@@ -82,7 +83,10 @@ class Client:
         self._nc: _NatsClient = None  # type: ignore[assignment]  # set on the loop in _connect
         self._outbox = AckOutbox(self)
         self._closed = False
+        self._closing = False
         self._close_lock = threading.Lock()
+        # Live pull receivers: close() stops them first so their buffers are NAK'd.
+        self._receivers: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._listeners: Dict[str, List[Callable[[], None]]] = {e: [] for e in _EVENTS}
         self._user_cbs: Dict[str, Callable[..., Any]] = {}
         self._cb_thread: Optional[_CallbackThread] = None
@@ -282,16 +286,23 @@ class Client:
     # -- shutdown -------------------------------------------------------------
 
     def drain(self, timeout: float = 30.0) -> None:
-        """Stop subscriptions gracefully, send everything queued, then close."""
+        """Stop subscriptions gracefully, send everything queued, then close.
+
+        Pull contexts are stopped (their unread buffers NAK'd) first."""
         if self._closed or self._lt._forked:
             self.close()
             return
+        for receiver in list(self._receivers):
+            receiver.stop(errors.ConnectionClosedError("the client was drained"))
         try:
             self._run(self._adrain(), timeout)
         finally:
             self.close()
 
     async def _adrain(self) -> None:
+        tasks = [r.engine.shutdown("stop") for r in list(self._receivers) if r.engine is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=5.0)
         await self._outbox.drain()
         if not self._nc.is_closed:
             await self._nc.drain()
@@ -299,21 +310,28 @@ class Client:
     def close(self, timeout: float = 5.0) -> None:
         """Flush queued acks, close the connection and stop the loop thread. Idempotent."""
         with self._close_lock:
-            if self._closed:
+            if self._closing:
                 return
-            self._closed = True
+            self._closing = True
         try:
             if self._nc is not None and self._lt.started and not self._lt._forked and not self._lt.in_loop_thread():
+                receivers = list(self._receivers)
+                for receiver in receivers:  # NAK what was never handed out
+                    receiver.stop(errors.ConnectionClosedError("the client was closed"))
                 try:
-                    self._lt.run(self._aclose(), timeout)
+                    self._lt.run(self._aclose(receivers, timeout), timeout)
                 except Exception as exc:
                     _log.debug("jetstream_sync: error while closing: %r", exc)
         finally:
+            self._closed = True
             self._lt.stop(timeout=timeout)
             if self._cb_thread is not None:
                 self._cb_thread.stop()
 
-    async def _aclose(self) -> None:
+    async def _aclose(self, receivers: List[Any], timeout: float) -> None:
+        tasks = [r.engine.shutdown("stop") for r in receivers if r.engine is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout / 2)
         try:
             await self._outbox.drain()
         finally:

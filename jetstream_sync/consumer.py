@@ -1,15 +1,21 @@
-"""Consumer: a handle on one pull consumer."""
+"""Consumer: a handle on one pull consumer, and the ways to read from it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from . import errors
+from .contexts import ConsumeContext, FetchResult, MessagesContext
+from .message import Msg
 from .models import ConsumerInfo
+from .options import CONSUME_OPTION_NAMES, ConsumeOptions, consume_options, fetch_options
 
 if TYPE_CHECKING:  # pragma: no cover
     from .jetstream import JetStream
 
 __all__ = ["Consumer"]
+
+ErrorHandler = Callable[[BaseException], Any]
 
 
 class Consumer:
@@ -35,3 +41,64 @@ class Consumer:
 
     def delete(self) -> None:
         self._js.delete_consumer(self.stream_name, self.name)
+
+    # -- consuming ----------------------------------------------------------------
+
+    def fetch(
+        self,
+        max_messages: Optional[int] = None,
+        *,
+        max_bytes: Optional[int] = None,
+        expires: float = 30.0,
+        idle_heartbeat: Optional[float] = None,
+    ) -> FetchResult:
+        """One pull of up to ``max_messages`` messages or ``max_bytes`` bytes
+        (exactly one of them), waiting up to ``expires`` seconds.
+
+        Returns at once; iterating blocks per message until the pull is
+        complete. ``idle_heartbeat`` defaults to 5 s when ``expires`` >= 10 s.
+        A fetch that gets nothing is simply empty.
+        """
+        return FetchResult(self, fetch_options(max_messages, max_bytes, expires, idle_heartbeat))
+
+    def fetch_no_wait(self, max_messages: Optional[int] = None, *, max_bytes: Optional[int] = None) -> FetchResult:
+        """One pull of what is available right now (up to the limit); never waits for new messages."""
+        return FetchResult(self, fetch_options(max_messages, max_bytes, None, None, no_wait=True))
+
+    def next(self, timeout: float = 30.0) -> Msg:
+        """Pull one message, waiting up to ``timeout`` seconds; raises
+        :class:`jetstream_sync.TimeoutError` when none came."""
+        result = FetchResult(self, fetch_options(1, None, timeout, None))
+        it = iter(result)
+        try:
+            return next(it)
+        except StopIteration:
+            raise errors.TimeoutError(f"no message from {self.stream_name}/{self.name} within {timeout}s") from None
+        finally:
+            it.close()  # type: ignore[attr-defined]
+
+    def messages(self, *, error_handler: Optional[ErrorHandler] = None, **options: Any) -> MessagesContext:
+        """A continuous, pre-buffered pull to iterate (ADR-37 consume).
+
+        Options: ``max_messages`` (default 500) or ``max_bytes`` bound what is
+        requested and not yet handed out; ``expires`` (default 30 s, at least
+        1 s) is each pull's lifetime; ``idle_heartbeat`` defaults to
+        expires/2 capped at 30 s; the buffer is refilled when it falls below
+        ``threshold_messages`` / ``threshold_bytes`` (default: half).
+        ``error_handler(exc)`` receives transient problems.
+        """
+        return MessagesContext(self, _consume_options(options), error_handler)
+
+    def consume(
+        self, handler: Callable[[Msg], Any], *, error_handler: Optional[ErrorHandler] = None, **options: Any
+    ) -> ConsumeContext:
+        """Call ``handler(msg)`` for every message on a worker thread; options as :meth:`messages`."""
+        return ConsumeContext(self, handler, _consume_options(options), error_handler)
+
+
+def _consume_options(options: Any) -> ConsumeOptions:
+    try:
+        return consume_options(**options)
+    except TypeError:
+        unknown = ", ".join(sorted(set(options) - set(CONSUME_OPTION_NAMES)))
+        raise errors.InvalidOptionError(f"unknown option(s): {unknown}") from None

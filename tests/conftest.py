@@ -54,3 +54,15 @@ def stream_name() -> str:
 def stream(js: jss.JetStream, stream_name: str) -> jss.Stream:
     """A fresh file-storage stream capturing ``<name>.>``."""
     return js.create_stream(name=stream_name, subjects=[f"{stream_name.lower()}.>"])
+
+
+@pytest.fixture
+def subj(stream: jss.Stream) -> str:
+    """A subject of ``stream``."""
+    return f"{stream.name.lower()}.x"
+
+
+@pytest.fixture
+def cons(stream: jss.Stream) -> jss.Consumer:
+    """A durable pull consumer ``c`` on ``stream`` with explicit acks."""
+    return stream.create_consumer(durable_name="c", ack_policy="explicit")

@@ -43,3 +43,65 @@ def raw_pull(nc, stream: str, consumer: str, batch: int, expires: float = 2.0, t
         return out
     finally:
         sub.unsubscribe()
+
+
+def publish(js, subject: str, n: int, payload: bytes = b"", start: int = 0):
+    """Publish ``n`` messages (payload, or "0", "1", … when empty) and wait for every ack."""
+    futures = [js.publish_async(subject, payload or str(start + i).encode()) for i in range(n)]
+    assert js.publish_async_complete(timeout=60)
+    return [f.result().seq for f in futures]
+
+
+class PullSpy:
+    """Counts the pull requests sent for one consumer, read off the wire."""
+
+    def __init__(self, nc, stream: str, consumer: str = "*"):
+        self._sub = nc.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}")
+        nc.flush()
+        self.bodies = []
+
+    def collect(self):
+        import json
+
+        import jetstream_sync as jss
+
+        while True:
+            try:
+                self.bodies.append(json.loads(self._sub.next_msg(timeout=0.2).data or b"{}"))
+            except jss.TimeoutError:
+                return self.bodies
+
+    @property
+    def count(self) -> int:
+        return len(self.collect())
+
+
+def sized_payload(stream: str, consumer: str, subject: str, size: int) -> bytes:
+    """A payload making each of the first 9 messages exactly ``size`` bytes as the
+    server counts them (subject + v1 ack reply + payload)."""
+    reply = 8 + len(stream) + 1 + len(consumer) + len(".1.1.1.") + 19 + len(".0")
+    return b"x" * (size - len(subject) - reply)
+
+
+class BlockedNext:
+    """A thread blocked in ``ctx.next()``; records what ended the wait and when."""
+
+    def __init__(self, ctx, timeout=None):
+        import threading
+
+        self.result = None
+        self.error = None
+        self.ended = None
+        self._thread = threading.Thread(target=self._run, args=(ctx, timeout), daemon=True)
+        self._thread.start()
+
+    def _run(self, ctx, timeout):
+        try:
+            self.result = ctx.next(timeout=timeout)
+        except Exception as exc:
+            self.error = exc
+        self.ended = time.monotonic()
+
+    def join(self, timeout: float = 10.0) -> "BlockedNext":
+        self._thread.join(timeout)
+        return self

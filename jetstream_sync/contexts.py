@@ -1,0 +1,249 @@
+"""The blocking faces of the pull engine: MessagesContext (iterator),
+ConsumeContext (handler on a worker thread) and FetchResult (one pull)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+
+from . import errors
+from ._pull import FetchEngine, PullEngine, PullStats, Receiver, _Finished
+from .message import Msg
+from .options import ConsumeOptions, FetchOptions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .consumer import Consumer
+
+__all__ = ["MessagesContext", "ConsumeContext", "FetchResult", "PullStats"]
+
+_log = logging.getLogger("jetstream_sync")
+ErrorHandler = Callable[[BaseException], Any]
+
+
+def _start(consumer: "Consumer", receiver: Receiver, engine: Any) -> None:
+    client = consumer._js._client
+    client._check_open()
+    client._receivers.add(receiver)
+    client._run(engine.start(), consumer._js.timeout)
+
+
+def _check_timeout(timeout: Optional[float]) -> None:
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
+        raise errors.InvalidOptionError(f"timeout must be None or a number of seconds >= 0, got {timeout!r}")
+
+
+class _Context:
+    """stop / drain / closed / stats, shared by MessagesContext and ConsumeContext."""
+
+    _receiver: Receiver
+
+    def stop(self) -> None:
+        """End delivery now. Messages received but never handed out are NAK'd,
+        so the server redelivers them at once. Idempotent, any thread."""
+        self._receiver.stop()
+
+    def drain(self) -> None:
+        """Send no more pulls, remove interest, hand over everything already
+        received, then end. Idempotent, any thread."""
+        self._receiver.drain()
+
+    @property
+    def stats(self) -> PullStats:
+        """A snapshot of the counters."""
+        s = self._receiver.stats
+        return dataclasses.replace(s, statuses=dict(s.statuses))
+
+    @property
+    def options(self) -> ConsumeOptions:
+        return self._receiver.engine.opts  # type: ignore[no-any-return]
+
+
+class MessagesContext(_Context):
+    """A continuous, pre-buffered pull read by iteration or :meth:`next`.
+
+    Iterate with ``for msg in ctx``: iteration ends after :meth:`stop` or when
+    :meth:`drain` has handed everything over, and raises the terminal error
+    (ConsumerDeletedError, ConsumerPushBasedError, BadRequestError,
+    ConnectionClosedError) if one ends it. Transient problems (missing
+    heartbeats, 409 warnings, leadership changes, reconnects) never end it:
+    they are logged, counted in :attr:`stats` and passed to ``error_handler``.
+    Any number of threads may share one context; each message goes to one.
+    Leaving ``with consumer.messages() as ctx:`` stops it.
+    """
+
+    def __init__(self, consumer: "Consumer", opts: ConsumeOptions, error_handler: Optional[ErrorHandler]) -> None:
+        self._receiver = Receiver(consumer, error_handler)
+        _start(consumer, self._receiver, PullEngine(consumer, self._receiver, opts))
+
+    def __iter__(self) -> "MessagesContext":
+        return self
+
+    def __next__(self) -> Msg:
+        try:
+            return self._receiver.take(None)
+        except _Finished:
+            raise StopIteration from None
+
+    def next(self, timeout: Optional[float] = None) -> Msg:
+        """The next message, waiting up to ``timeout`` seconds (None: no limit).
+
+        Raises :class:`TimeoutError` when nothing came (the context stays
+        usable), the terminal error that ended the context, or
+        :class:`ConsumerStoppedError` once it is stopped or drained.
+        """
+        _check_timeout(timeout)
+        try:
+            return self._receiver.take(timeout)
+        except _Finished:
+            raise errors.ConsumerStoppedError("the messages() context is stopped") from None
+
+    @property
+    def closed(self) -> bool:
+        """True once the engine has ended (stopped, drained, or failed)."""
+        return self._receiver.closed_event.is_set()
+
+    def wait_closed(self, timeout: Optional[float] = None) -> bool:
+        """Block until :attr:`closed`; False on timeout."""
+        return self._receiver.closed_event.wait(timeout)
+
+    def __enter__(self) -> "MessagesContext":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        # Dropped without stop(): stop pulling and give the buffer back.
+        try:
+            receiver = self._receiver
+        except AttributeError:
+            return
+        try:
+            if receiver.state != "stopped" and not receiver.finished:
+                receiver.stop()
+        except Exception:
+            pass
+
+
+class ConsumeContext(_Context):
+    """``handler(msg)`` called for each message on a worker thread of its own.
+
+    A handler that raises does not stop consumption: the exception goes to
+    ``error_handler`` and, if the handler had not acked the message, the
+    message is NAK'd so the server redelivers it at once (use ``term()`` in
+    the handler for messages that can never succeed). Pending credit is
+    returned when the handler returns, so a slow handler pulls no more than
+    ``max_messages`` ahead. The handler and error handler may call
+    :meth:`stop`, :meth:`drain` and :meth:`wait`.
+    """
+
+    def __init__(
+        self,
+        consumer: "Consumer",
+        handler: Callable[[Msg], Any],
+        opts: ConsumeOptions,
+        error_handler: Optional[ErrorHandler],
+    ) -> None:
+        if not callable(handler):
+            raise errors.InvalidOptionError("consume() needs a callable handler")
+        if error_handler is not None and not callable(error_handler):
+            raise errors.InvalidOptionError("error_handler must be callable")
+        self._handler = handler
+        self._receiver = Receiver(consumer, error_handler)
+        self._done = threading.Event()
+        engine = PullEngine(consumer, self._receiver, opts)
+        _start(consumer, self._receiver, engine)
+        self._thread = threading.Thread(
+            target=self._run, name=f"jetstream-sync-consume-{consumer.name}", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        receiver = self._receiver
+        try:
+            while True:
+                try:
+                    msg = receiver.take(None, credit=False)
+                except _Finished:
+                    return
+                except errors.JetStreamError as exc:  # the terminal error that ends consumption
+                    receiver._call_error_handler(exc)
+                    return
+                try:
+                    self._handler(msg)
+                except Exception as exc:
+                    self._handler_failed(msg, exc)
+                finally:
+                    receiver.credit(msg)
+        finally:
+            self._done.set()
+
+    def _handler_failed(self, msg: Msg, exc: Exception) -> None:
+        _log.warning("jetstream_sync: consume handler raised %r for %s", exc, msg.subject)
+        if not msg.is_acked and msg.reply:
+            try:
+                msg.nak()
+            except errors.JetStreamError:
+                pass
+        self._receiver._call_error_handler(exc)
+
+    @property
+    def closed(self) -> bool:
+        """True once the worker has finished (after stop, drain or a terminal error)."""
+        return self._done.is_set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Block until :attr:`closed` (every in-flight handler returned); False on
+        timeout. From the handler's own thread it does not block."""
+        if threading.current_thread() is self._thread:
+            return self._done.is_set()
+        return self._done.wait(timeout)
+
+
+class FetchResult:
+    """The messages of one pull, iterable once; iteration blocks per message.
+
+    Iteration ends when the pull is complete (batch filled, max_bytes reached,
+    expired, or no messages for fetch_no_wait) and raises the pull's error if
+    one ended it (ConsumerDeletedError, NoHeartbeatError, NoRespondersError
+    …). Breaking out early NAKs what was received and not handed out.
+    """
+
+    def __init__(self, consumer: "Consumer", opts: FetchOptions) -> None:
+        self._receiver = Receiver(consumer)
+        self.options = opts
+        self._iterated = False
+        _start(consumer, self._receiver, FetchEngine(consumer, self._receiver, opts))
+
+    def __iter__(self) -> Iterator[Msg]:
+        if self._iterated:
+            raise errors.InvalidOptionError("a fetch result can be iterated only once")
+        self._iterated = True
+        return self._messages()
+
+    def _messages(self) -> Iterator[Msg]:
+        receiver = self._receiver
+        try:
+            while True:
+                try:
+                    yield receiver.take(None)
+                except _Finished:
+                    return
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Give up on this pull: NAK anything received and not handed out."""
+        self._receiver.stop()
+
+    @property
+    def stats(self) -> PullStats:
+        return self._receiver.stats
+
+    def __enter__(self) -> "FetchResult":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

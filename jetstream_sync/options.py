@@ -1,0 +1,321 @@
+"""Options of messages()/consume() and fetch(): ADR-37 defaults and
+validation, the pull-request body, the refill rule and the status table.
+
+Pure functions, no I/O: everything here is unit-tested without a server.
+Durations are seconds here and nanoseconds on the wire.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple
+
+from . import errors
+
+__all__ = [
+    "ConsumeOptions",
+    "FetchOptions",
+    "consume_options",
+    "fetch_options",
+    "pull_request",
+    "refill",
+    "StatusKind",
+    "classify_status",
+    "pending_from_headers",
+]
+
+DEFAULT_MAX_MESSAGES = 500
+BYTES_MODE_BATCH = 1_000_000  # ADR-37: batch 0 would mean "one message"
+DEFAULT_EXPIRES = 30.0
+MIN_EXPIRES = 1.0
+MIN_HEARTBEAT = 0.5
+MAX_HEARTBEAT = 30.0
+FETCH_HEARTBEAT = 5.0  # fetch/next: heartbeat when expires >= 10 s (nats.go)
+FETCH_HEARTBEAT_FROM = 10.0
+FETCH_MARGIN = 1.0  # client-side fetch deadline = expires + this, re-armed per message
+NO_WAIT_TIMEOUT = 1.0
+_NS = 1_000_000_000
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise errors.InvalidOptionError(f"{name} must be a number of seconds, got {value!r}")
+    return float(value)
+
+
+def _count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise errors.InvalidOptionError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class ConsumeOptions:
+    """Validated options of a continuous pull (``messages()`` / ``consume()``).
+
+    ``max_bytes`` is 0 in message mode. ``max_messages`` is the batch of a
+    full pull (1,000,000 in bytes mode).
+    """
+
+    max_messages: int
+    max_bytes: int
+    expires: float
+    idle_heartbeat: float
+    threshold_messages: int
+    threshold_bytes: int
+
+    @property
+    def bytes_mode(self) -> bool:
+        return self.max_bytes > 0
+
+
+def consume_options(
+    max_messages: Optional[int] = None,
+    max_bytes: Optional[int] = None,
+    expires: Optional[float] = None,
+    idle_heartbeat: Optional[float] = None,
+    threshold_messages: Optional[int] = None,
+    threshold_bytes: Optional[int] = None,
+) -> ConsumeOptions:
+    """Defaults and validation of ADR-37 consume options; raises InvalidOptionError."""
+    if max_messages is not None and max_bytes is not None:
+        raise errors.InvalidOptionError("max_messages and max_bytes are mutually exclusive")
+    if max_bytes is not None:
+        mbytes = _count("max_bytes", max_bytes)
+        msgs = BYTES_MODE_BATCH
+    else:
+        mbytes = 0
+        msgs = DEFAULT_MAX_MESSAGES if max_messages is None else _count("max_messages", max_messages)
+    exp = DEFAULT_EXPIRES if expires is None else _number("expires", expires)
+    if exp < MIN_EXPIRES:
+        raise errors.InvalidOptionError(f"expires must be at least {MIN_EXPIRES}s, got {exp}")
+    if idle_heartbeat is None:
+        hb = min(exp / 2, MAX_HEARTBEAT)
+    else:
+        hb = _number("idle_heartbeat", idle_heartbeat)
+        if not MIN_HEARTBEAT <= hb <= MAX_HEARTBEAT:
+            raise errors.InvalidOptionError(
+                f"idle_heartbeat must be between {MIN_HEARTBEAT}s and {MAX_HEARTBEAT}s, got {hb}"
+            )
+        if hb > exp / 2:
+            raise errors.InvalidOptionError(f"idle_heartbeat ({hb}s) must be at most half of expires ({exp}s)")
+    if threshold_messages is None:
+        t_msgs = math.ceil(msgs / 2)
+    else:
+        t_msgs = _count("threshold_messages", threshold_messages)
+        if t_msgs > msgs:
+            raise errors.InvalidOptionError(f"threshold_messages ({t_msgs}) must not exceed max_messages ({msgs})")
+    if threshold_bytes is None:
+        t_bytes = math.ceil(mbytes / 2)
+    else:
+        if not mbytes:
+            raise errors.InvalidOptionError("threshold_bytes needs max_bytes")
+        t_bytes = _count("threshold_bytes", threshold_bytes)
+        if t_bytes > mbytes:
+            raise errors.InvalidOptionError(f"threshold_bytes ({t_bytes}) must not exceed max_bytes ({mbytes})")
+    return ConsumeOptions(msgs, mbytes, exp, hb, t_msgs, t_bytes)
+
+
+CONSUME_OPTION_NAMES = (
+    "max_messages",
+    "max_bytes",
+    "expires",
+    "idle_heartbeat",
+    "threshold_messages",
+    "threshold_bytes",
+)
+
+
+@dataclass(frozen=True)
+class FetchOptions:
+    """Validated options of one pull (``fetch()``, ``fetch_no_wait()``, ``next()``)."""
+
+    max_messages: int
+    max_bytes: int
+    expires: float  # 0 with no_wait
+    idle_heartbeat: float  # 0 = none
+    no_wait: bool
+
+    @property
+    def client_timeout(self) -> float:
+        """How long to wait after the last thing received before giving up."""
+        return self.expires + FETCH_MARGIN if self.expires else NO_WAIT_TIMEOUT
+
+
+def fetch_options(
+    max_messages: Optional[int] = None,
+    max_bytes: Optional[int] = None,
+    expires: Optional[float] = DEFAULT_EXPIRES,
+    idle_heartbeat: Optional[float] = None,
+    no_wait: bool = False,
+) -> FetchOptions:
+    """Defaults and validation of ADR-37 fetch options; raises InvalidOptionError."""
+    if (max_messages is None) == (max_bytes is None):
+        raise errors.InvalidOptionError("give exactly one of max_messages or max_bytes")
+    if max_bytes is not None:
+        mbytes, msgs = _count("max_bytes", max_bytes), BYTES_MODE_BATCH
+    else:
+        mbytes, msgs = 0, _count("max_messages", max_messages)
+    if no_wait:
+        if idle_heartbeat:
+            raise errors.InvalidOptionError("fetch_no_wait takes no idle_heartbeat")
+        return FetchOptions(msgs, mbytes, 0.0, 0.0, True)
+    exp = _number("expires", DEFAULT_EXPIRES if expires is None else expires)
+    if exp <= 0:
+        raise errors.InvalidOptionError(f"expires must be > 0, got {exp}")
+    if idle_heartbeat is None:
+        hb = FETCH_HEARTBEAT if exp >= FETCH_HEARTBEAT_FROM else 0.0
+    else:
+        hb = _number("idle_heartbeat", idle_heartbeat)
+        if hb <= 0:
+            raise errors.InvalidOptionError(f"idle_heartbeat must be > 0, got {hb}")
+        if hb > exp / 2:
+            raise errors.InvalidOptionError(f"idle_heartbeat ({hb}s) must be at most half of expires ({exp}s)")
+    return FetchOptions(msgs, mbytes, exp, hb, False)
+
+
+def pull_request(
+    batch: int, expires: float = 0.0, max_bytes: int = 0, idle_heartbeat: float = 0.0, no_wait: bool = False
+) -> bytes:
+    """The JSON body of a ``CONSUMER.MSG.NEXT`` request (durations in ns)."""
+    body: Dict[str, Any] = {"batch": batch}
+    if expires:
+        body["expires"] = int(expires * _NS)
+    if max_bytes:
+        body["max_bytes"] = max_bytes
+    if idle_heartbeat:
+        body["idle_heartbeat"] = int(idle_heartbeat * _NS)
+    if no_wait:
+        body["no_wait"] = True
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def refill(opts: ConsumeOptions, pending_msgs: int, pending_bytes: int) -> Optional[Tuple[int, int]]:
+    """The (batch, max_bytes) of the pull that tops the buffer up, or None.
+
+    A pull is due when pending messages fall below ``threshold_messages`` or,
+    in bytes mode, pending bytes below ``threshold_bytes``. Message mode asks
+    for ``max - pending`` messages; bytes mode for ``max_bytes - pending``
+    bytes with the full 1,000,000 batch.
+    """
+    if opts.bytes_mode:
+        if pending_msgs < opts.threshold_messages or pending_bytes < opts.threshold_bytes:
+            return opts.max_messages, opts.max_bytes - max(pending_bytes, 0)
+        return None
+    if pending_msgs < opts.threshold_messages:
+        return opts.max_messages - max(pending_msgs, 0), 0
+    return None
+
+
+class StatusKind(enum.Enum):
+    """What a status message on a pull inbox means to the engine."""
+
+    HEARTBEAT = "heartbeat"  # 100: traffic, nothing else
+    END = "end"  # the pull ended normally (404, 408, 409 max bytes / batch completed, 423)
+    LIMIT = "limit"  # 409 Exceeded Max…: warning; back off, do not re-pull at once
+    LEADERSHIP = "leadership"  # 409 Leadership Change: reset pending, re-pull
+    SHUTDOWN = "shutdown"  # 409 Server Shutdown: report, keep going
+    NO_RESPONDERS = "no_responders"  # 503: report; missing heartbeats follow
+    CONSUMER_DELETED = "consumer_deleted"  # terminal
+    PUSH_BASED = "push_based"  # terminal
+    BAD_REQUEST = "bad_request"  # terminal
+    OTHER = "other"  # unknown status: reported, not terminal for consume
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_TERMINAL = {StatusKind.CONSUMER_DELETED, StatusKind.PUSH_BASED, StatusKind.BAD_REQUEST}
+
+_409 = (
+    ("message size exceeds maxbytes", StatusKind.END),
+    ("batch completed", StatusKind.END),
+    ("exceeded max", StatusKind.LIMIT),  # MaxWaiting, MaxRequestBatch/Expires/MaxBytes
+    ("leadership change", StatusKind.LEADERSHIP),
+    ("server shutdown", StatusKind.SHUTDOWN),
+    ("consumer deleted", StatusKind.CONSUMER_DELETED),
+    ("consumer is push based", StatusKind.PUSH_BASED),
+)
+
+
+def classify_status(code: str, description: str = "") -> StatusKind:
+    """Classify a status line (code and description) per ADR-37 and the server's strings."""
+    if code == "100":
+        return StatusKind.HEARTBEAT
+    if code in ("404", "408", "423"):
+        return StatusKind.END
+    if code == "400" or code == "412":  # 412 Required Api Level: can never succeed
+        return StatusKind.BAD_REQUEST
+    if code == "503":
+        return StatusKind.NO_RESPONDERS
+    if code == "409":
+        desc = description.lower()
+        for text, kind in _409:
+            if desc.startswith(text):
+                return kind
+    return StatusKind.OTHER
+
+
+def pending_from_headers(headers: Optional[Dict[str, str]]) -> Tuple[int, int]:
+    """``Nats-Pending-Messages`` / ``Nats-Pending-Bytes`` of a status (0 if absent or malformed)."""
+    if not headers:
+        return 0, 0
+
+    def value(key: str) -> int:
+        try:
+            return max(int(headers.get(key, 0)), 0)
+        except (TypeError, ValueError):
+            return 0
+
+    return value("Nats-Pending-Messages"), value("Nats-Pending-Bytes")
+
+
+def status_error(kind: StatusKind, code: str, description: str) -> errors.JetStreamError:
+    """The exception a status stands for."""
+    status = int(code) if code.isdigit() else 0
+    if kind is StatusKind.CONSUMER_DELETED:
+        return errors.ConsumerDeletedError(status, description)
+    if kind is StatusKind.PUSH_BASED:
+        return errors.ConsumerPushBasedError(status, description)
+    if kind is StatusKind.BAD_REQUEST:
+        return errors.BadRequestError(status, description)
+    if kind is StatusKind.NO_RESPONDERS:
+        return errors.NoRespondersError("no responders: the consumer or stream does not exist, or JetStream is down")
+    return errors.PullStatusError(status, description)
+
+
+class Watchdog:
+    """Heartbeat and client-deadline bookkeeping of one pull (monotonic clock).
+
+    ``missed()`` is due after ``alarm_after`` seconds (2 × idle_heartbeat)
+    without traffic of any kind, counted from the later of the last traffic
+    and ``since`` (when a caller started waiting); it re-arms itself.
+    ``expired()`` is due ``deadline_after`` seconds after the last traffic.
+    """
+
+    __slots__ = ("alarm_after", "deadline_after", "last")
+
+    def __init__(self, alarm_after: float, deadline_after: float = 0.0) -> None:
+        self.alarm_after = alarm_after
+        self.deadline_after = deadline_after
+        self.last = time.monotonic()
+
+    def traffic(self) -> None:
+        self.last = time.monotonic()
+
+    def missed(self, since: float = 0.0) -> bool:
+        if not self.alarm_after:
+            return False
+        now = time.monotonic()
+        if now - max(self.last, since) < self.alarm_after:
+            return False
+        self.last = now
+        return True
+
+    def expired(self) -> bool:
+        return bool(self.deadline_after) and time.monotonic() - self.last >= self.deadline_after

@@ -1,0 +1,225 @@
+"""consume(handler): callback-driven consumption on a worker thread (nats.go TestPullConsumerConsume)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import jetstream_sync as jss
+
+from ..helpers import PullSpy, publish, sized_payload, wait_until
+
+
+class Collector:
+    def __init__(self, delay: float = 0.0):
+        self.msgs = []
+        self.errors = []
+        self.threads = set()
+        self.delay = delay
+
+    def handler(self, msg):
+        self.threads.add(threading.current_thread().name)
+        if self.delay:
+            time.sleep(self.delay)  # the handler's work
+        self.msgs.append(msg)
+        msg.ack()
+
+    def on_error(self, exc):
+        self.errors.append(exc)
+
+    def data(self):
+        return [m.data for m in self.msgs]
+
+
+def test_no_options_on_a_worker_thread(js, subj, cons):
+    publish(js, subj, 5)
+    c = Collector()
+    cc = cons.consume(c.handler)
+    wait_until(lambda: len(c.msgs) == 5)
+    assert c.data() == [b"0", b"1", b"2", b"3", b"4"]
+    assert threading.current_thread().name not in c.threads
+    assert not any("loop" in name for name in c.threads)
+    cc.stop()
+    assert cc.wait(5)
+
+
+def test_two_consumers_on_one_consumer_split_messages(js, subj, cons):
+    a, b = Collector(0.01), Collector(0.01)
+    ca = cons.consume(a.handler, max_messages=2)
+    cb = cons.consume(b.handler, max_messages=2)
+    publish(js, subj, 20)
+    wait_until(lambda: len(a.msgs) + len(b.msgs) == 20, timeout=10)
+    assert a.msgs and b.msgs
+    assert sorted(a.data() + b.data(), key=int) == [str(i).encode() for i in range(20)]
+    ca.stop()
+    cb.stop()
+
+
+def test_stop_then_subscribe_again_continues(js, subj, cons):
+    publish(js, subj, 5)
+    c = Collector()
+    cc = cons.consume(c.handler)
+    wait_until(lambda: len(c.msgs) == 5)
+    cc.stop()
+    assert cc.wait(5)
+    publish(js, subj, 5, start=5)
+    c2 = Collector()
+    cc = cons.consume(c2.handler)
+    wait_until(lambda: len(c2.msgs) == 5)
+    assert c2.data() == [b"5", b"6", b"7", b"8", b"9"]
+    cc.stop()
+
+
+@pytest.mark.parametrize("max_messages", [4, 1])
+def test_custom_batch_sizes(js, subj, cons, max_messages):
+    publish(js, subj, 10)
+    c = Collector()
+    cc = cons.consume(c.handler, max_messages=max_messages)
+    wait_until(lambda: len(c.msgs) == 10)
+    assert c.data() == [str(i).encode() for i in range(10)]
+    cc.stop()
+
+
+def test_remove_consumer_during_consume(js, stream, subj, cons):
+    publish(js, subj, 3)
+    c = Collector()
+    cc = cons.consume(c.handler, error_handler=c.on_error)
+    wait_until(lambda: len(c.msgs) == 3)
+    stream.delete_consumer("c")
+    wait_until(lambda: any(isinstance(e, jss.ConsumerDeletedError) for e in c.errors), timeout=5)
+    assert cc.wait(5)
+    publish(js, subj, 2, start=3)
+    time.sleep(0.2)  # nothing more may arrive
+    assert len(c.msgs) == 3
+
+
+def test_custom_max_bytes(nc, js, stream):
+    subj = f"{stream.name.lower()}.x"
+    publish(js, subj, 5, sized_payload(stream.name, "c", subj, 60))
+    cons = stream.create_consumer(durable_name="c")
+    spy = PullSpy(nc, stream.name, "c")
+    c = Collector()
+    cc = cons.consume(c.handler, max_bytes=150)
+    wait_until(lambda: len(c.msgs) == 5)
+    cc.stop()
+    assert spy.count >= 3
+
+
+def test_custom_expiry(js, subj, cons):
+    c = Collector()
+    cc = cons.consume(c.handler, expires=2.0)
+    publish(js, subj, 3)
+    wait_until(lambda: len(c.msgs) == 3)
+    assert cc.options.expires == 2.0 and cc.options.idle_heartbeat == 1.0
+    cc.stop()
+
+
+def test_invalid_handler(cons):
+    with pytest.raises(jss.InvalidOptionError):
+        cons.consume(None)
+    with pytest.raises(jss.InvalidOptionError):
+        cons.consume(lambda m: None, error_handler=3)
+
+
+def test_missing_heartbeat_reports_no_responders_then_no_heartbeat(stream, cons):
+    stream.delete_consumer("c")
+    reports = []
+    start = time.monotonic()
+    cc = cons.consume(lambda m: None, idle_heartbeat=0.5, expires=1.0, error_handler=lambda e: reports.append((time.monotonic(), e)))
+    wait_until(lambda: any(isinstance(e, jss.NoHeartbeatError) for _, e in reports), timeout=5)
+    assert isinstance(reports[0][1], jss.NoRespondersError)
+    first_hb = next(t for t, e in reports if isinstance(e, jss.NoHeartbeatError))
+    assert 1.0 <= first_hb - start <= 1.5
+    assert not cc.closed  # transient: consumption goes on
+    cc.stop()
+    assert cc.wait(5)
+
+
+def test_stop_mid_consume_handles_no_more(js, subj, cons):
+    publish(js, subj, 5)
+    c = Collector(delay=0.08)
+    cc = cons.consume(c.handler)
+    threading.Timer(0.1, cc.stop).start()
+    assert cc.wait(5)
+    assert len(c.msgs) == 2
+
+
+def test_drain_handles_everything_received(js, subj, cons):
+    publish(js, subj, 5)
+    c = Collector(delay=0.05)
+    cc = cons.consume(c.handler)
+    threading.Timer(0.1, cc.drain).start()
+    assert cc.wait(5)
+    assert len(c.msgs) == 5
+    assert cc.closed
+
+
+def test_wait_on_already_closed_consume(js, subj, cons):
+    cc = cons.consume(lambda m: None)
+    cc.stop()
+    assert cc.wait(5)
+    assert cc.wait(0)
+    cc.stop()
+    cc.drain()  # no-ops
+
+
+def test_handler_exception_goes_to_error_handler_and_message_is_redelivered(js, subj, cons):
+    publish(js, subj, 3)
+    seen = []
+    errors = []
+
+    def handler(msg):
+        seen.append((msg.data, msg.metadata.num_delivered))
+        if msg.data == b"1" and msg.metadata.num_delivered == 1:
+            raise ValueError("boom")
+        msg.ack()
+
+    cc = cons.consume(handler, error_handler=errors.append)
+    wait_until(lambda: (b"1", 2) in seen, timeout=5)  # NAK'd: redelivered at once, not after AckWait
+    assert isinstance(errors[0], ValueError)
+    cc.stop()
+
+
+def test_error_handler_that_stops_does_not_deadlock(js, stream, subj, cons):
+    publish(js, subj, 1)
+    holder = {}
+
+    def on_error(exc):
+        holder["cc"].stop()
+        holder["waited"] = holder["cc"].wait(1)  # from the worker itself: returns at once
+
+    holder["cc"] = cons.consume(lambda m: m.ack(), error_handler=on_error)
+    time.sleep(0.2)
+    stream.delete_consumer("c")
+    assert holder["cc"].wait(5)
+
+
+def test_handler_that_stops_and_drains(js, subj, cons):
+    publish(js, subj, 5)
+    handled = []
+    holder = {}
+
+    def handler(msg):
+        handled.append(msg)
+        msg.ack()
+        if len(handled) == 2:
+            holder["cc"].drain()
+            holder["cc"].stop()
+
+    holder["cc"] = cons.consume(handler)
+    assert holder["cc"].wait(5)
+    assert len(handled) == 2
+
+
+def test_connection_closed_reaches_error_handler(server, stream):
+    stream.create_consumer(durable_name="c")
+    other = jss.connect(server.url)
+    cons = other.jetstream().consumer(stream.name, "c")
+    errors = []
+    cc = cons.consume(lambda m: None, error_handler=errors.append)
+    time.sleep(0.1)
+    other.close()
+    assert cc.wait(3)
+    assert any(isinstance(e, jss.ConnectionClosedError) for e in errors)

@@ -1,0 +1,150 @@
+"""fetch(), fetch_no_wait() and next() against a real server (nats.go TestPullConsumerFetch*)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import jetstream_sync as jss
+
+from ..helpers import PullSpy, publish, sized_payload
+
+
+def test_fetch_no_options(js, subj, cons):
+    publish(js, subj, 5)
+    msgs = list(cons.fetch(5))
+    assert [m.data for m in msgs] == [b"0", b"1", b"2", b"3", b"4"]
+    assert [m.metadata.sequence.stream for m in msgs] == [1, 2, 3, 4, 5]
+
+
+def test_fetch_blocks_per_message_and_returns_when_batch_full(js, subj, cons):
+    publish(js, subj, 3)
+    start = time.monotonic()
+    assert len(list(cons.fetch(3, expires=10))) == 3
+    assert time.monotonic() - start < 2  # did not wait for expiry
+
+
+def test_delete_consumer_during_fetch(js, stream, subj, cons):
+    publish(js, subj, 5)
+    got = []
+    with pytest.raises(jss.ConsumerDeletedError):
+        for msg in cons.fetch(10, expires=10):
+            got.append(msg)
+            if len(got) == 5:
+                threading.Thread(target=stream.delete_consumer, args=("c",)).start()
+    assert len(got) == 5
+
+
+def test_fetch_single_messages_one_by_one(js, subj, cons):
+    got = []
+
+    def consume():
+        while len(got) < 5:
+            got.extend(m.data for m in cons.fetch(1, expires=5))
+
+    t = threading.Thread(target=consume)
+    t.start()
+    time.sleep(0.05)  # the first fetch is waiting on the server before anything is published
+    publish(js, subj, 5)
+    t.join(20)
+    assert got == [b"0", b"1", b"2", b"3", b"4"]
+
+
+def test_fetch_no_wait_with_nothing_available(js, subj, cons):
+    result = cons.fetch_no_wait(5)
+    publish(js, subj, 5)
+    start = time.monotonic()
+    assert list(result) == []
+    assert time.monotonic() - start < 1.5
+
+
+def test_fetch_no_wait_with_some_available(js, subj, cons):
+    publish(js, subj, 5)
+    result = cons.fetch_no_wait(10)
+    assert [m.data for m in result] == [b"0", b"1", b"2", b"3", b"4"]
+
+
+def test_fetch_with_short_expiry_on_empty_consumer(cons):
+    start = time.monotonic()
+    assert list(cons.fetch(5, expires=0.05)) == []
+    assert time.monotonic() - start < 1.5
+
+
+def test_invalid_fetch_options_send_nothing(nc, stream, cons):
+    spy = PullSpy(nc, stream.name, "c")
+    for kwargs in ({"expires": -0.05}, {"idle_heartbeat": 20}, {"expires": 3, "idle_heartbeat": 2}, {"idle_heartbeat": -1}):
+        with pytest.raises(jss.InvalidOptionError):
+            cons.fetch(5, **kwargs)
+    with pytest.raises(jss.InvalidOptionError):
+        cons.fetch(5, max_bytes=10)
+    with pytest.raises(jss.InvalidOptionError):
+        cons.fetch()
+    assert spy.count == 0
+
+
+def test_fetch_consumer_does_not_exist(js, stream, subj, cons):
+    publish(js, subj, 2)
+    assert len(list(cons.fetch(2))) == 2
+    assert list(cons.fetch(1, expires=0.2)) == []
+    stream.delete_consumer("c")
+    start = time.monotonic()
+    with pytest.raises(jss.NoRespondersError):
+        list(cons.fetch(1))
+    assert time.monotonic() - start < 1.0
+
+
+@pytest.mark.parametrize("max_bytes, expected", [(300, 5), (250, 4), (30, 0)])
+def test_fetch_bytes(js, stream, max_bytes, expected):
+    subj = f"{stream.name.lower()}.x"
+    payload = sized_payload(stream.name, "c", subj, 60)
+    publish(js, subj, 5, payload)
+    cons = stream.create_consumer(durable_name="c")
+    start = time.monotonic()
+    msgs = list(cons.fetch(max_bytes=max_bytes, expires=5))  # no error raised
+    assert len(msgs) == expected
+    assert all(m.size == 60 for m in msgs)
+    assert time.monotonic() - start < 2  # ended by the server's status, not the expiry
+
+
+def test_fetch_bytes_until_timeout(js, subj, cons):
+    publish(js, subj, 5)
+    start = time.monotonic()
+    assert len(list(cons.fetch(max_bytes=100_000, expires=0.3))) == 5
+    assert 0.25 < time.monotonic() - start < 2
+
+
+def test_breaking_out_of_a_fetch_naks_the_rest(js, subj, cons):
+    publish(js, subj, 5)
+    for msg in cons.fetch(5):
+        msg.ack()
+        break
+    # The 4 received and never handed out come back at once, not after AckWait.
+    again = [m.metadata.sequence.stream for m in cons.fetch(4, expires=2)]
+    assert again == [2, 3, 4, 5]
+
+
+def test_next(js, subj, cons):
+    publish(js, subj, 5)
+    assert [cons.next(timeout=5).data for _ in range(5)] == [b"0", b"1", b"2", b"3", b"4"]
+
+
+def test_next_with_custom_timeout(cons):
+    start = time.monotonic()
+    with pytest.raises(jss.TimeoutError):
+        cons.next(timeout=0.05)
+    assert time.monotonic() - start < 1.5
+
+
+def test_next_delete_consumer_while_waiting(stream, cons):
+    threading.Timer(0.3, stream.delete_consumer, args=("c",)).start()
+    with pytest.raises(jss.ConsumerDeletedError):
+        cons.next(timeout=10)
+
+
+def test_fetch_heartbeat_and_stats(js, subj, cons):
+    result = cons.fetch(1, expires=1.2, idle_heartbeat=0.25)
+    assert list(result) == []
+    assert result.stats.heartbeats >= 2
+    assert result.stats.statuses.get("408 Request Timeout") == 1

@@ -1,0 +1,224 @@
+"""The pull engine under faults: restarts, a paused server, Ctrl-C, and
+statuses provoked on a real server (limits, push consumers, bad requests)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import jetstream_sync as jss
+
+from ..helpers import PullSpy, publish, wait_until
+
+RECONNECT = dict(reconnect_time_wait=0.2, max_reconnect_attempts=-1)
+
+
+@pytest.fixture
+def fnc(private_server):
+    client = jss.connect(private_server.url, **RECONNECT)
+    yield client
+    client.close()
+
+
+def test_messages_survive_a_server_restart(private_server, fnc):
+    js = fnc.jetstream()
+    stream = js.create_stream(name="R", subjects=["r.>"])
+    cons = stream.create_consumer(durable_name="c")
+    publish(js, "r.x", 5)
+    got = []
+    with cons.messages(expires=2.0) as ctx:
+        for _ in range(5):
+            msg = ctx.next(timeout=5)
+            got.append(msg.data)
+            msg.ack()
+        fnc.flush()
+        private_server.restart()
+        wait_until(lambda: fnc.is_connected, timeout=10)
+        publish(js, "r.x", 5, start=5)
+        for _ in range(5):
+            msg = ctx.next(timeout=10)
+            got.append(msg.data)
+            msg.ack()
+        assert ctx.stats.reconnects >= 1
+    assert got == [str(i).encode() for i in range(10)]
+
+
+def test_consume_resumes_after_a_server_restart(private_server, fnc):
+    js = fnc.jetstream()
+    stream = js.create_stream(name="R", subjects=["r.>"])
+    cons = stream.create_consumer(durable_name="c")
+    got = []
+    cc = cons.consume(lambda m: (got.append(m.data), m.ack()), expires=2.0)
+    publish(js, "r.x", 5)
+    wait_until(lambda: len(got) == 5)
+    fnc.flush()
+    private_server.restart()
+    wait_until(lambda: fnc.is_connected, timeout=10)
+    publish(js, "r.x", 5, start=5)
+    wait_until(lambda: len(got) == 10, timeout=15)
+    assert got == [str(i).encode() for i in range(10)]
+    cc.stop()
+
+
+@pytest.mark.timeout(180)
+def test_recovers_from_two_restarts_and_a_pause(private_server, fnc):
+    js = fnc.jetstream()
+    stream = js.create_stream(name="F", subjects=["f.>"])
+    total = 20_000
+    publish(js, "f.x", total, b"p" * 64)
+    # Messages the server had written when it went down are lost in flight and
+    # come back only after AckWait (and count against max_ack_pending until
+    # then): keep AckWait inside the bound this test asserts.
+    cons = stream.create_consumer(durable_name="c", ack_wait=3.0)
+    expires, hb = 4.0, 1.0
+    seen = set()
+    waits = []  # (start, end) of every next()
+    back = []  # when the server was back after each fault
+    done = threading.Event()
+    errors = []
+
+    def reader():
+        try:
+            with cons.messages(max_messages=500, expires=expires, idle_heartbeat=hb) as ctx:
+                while len(seen) < total:
+                    start = time.monotonic()
+                    msg = ctx.next(timeout=60)
+                    waits.append((start, time.monotonic(), msg.metadata.sequence.stream, msg.metadata.num_delivered, len(seen)))
+                    seen.add(msg.metadata.sequence.stream)
+                    msg.ack()
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=reader)
+    t.start()
+    for threshold, fault in ((4000, "restart"), (9000, "restart"), (14000, "pause")):
+        wait_until(lambda: len(seen) >= threshold or done.is_set(), timeout=60)
+        if fault == "restart":
+            private_server.restart()
+        else:
+            private_server.pause()
+            time.sleep(3 * hb)  # the fault itself: three heartbeats of silence
+            private_server.resume()
+        back.append(time.monotonic())
+    assert done.wait(120)
+    t.join(5)
+    assert not errors
+    assert seen == set(range(1, total + 1))  # every sequence handed at least once
+    bound = expires + hb
+    for start, end, *info in waits:
+        after_back = [b for b in back if b < end]
+        if after_back:
+            waited_while_up = end - max(start, after_back[-1])
+            assert waited_while_up <= bound, (waited_while_up, bound, info, [b - start for b in back])
+
+
+def test_a_paused_server_is_noticed_by_the_heartbeat_watchdog(private_server, fnc):
+    js = fnc.jetstream()
+    stream = js.create_stream(name="P", subjects=["p.>"])
+    cons = stream.create_consumer(durable_name="c")
+    reports = []
+    with cons.messages(expires=2.0, idle_heartbeat=0.5, error_handler=reports.append) as ctx:
+        publish(js, "p.x", 1)
+        ctx.next(timeout=5).ack()
+        private_server.pause()
+        try:
+            with pytest.raises(jss.TimeoutError):
+                ctx.next(timeout=1.6)
+        finally:
+            private_server.resume()
+        assert any(isinstance(e, jss.NoHeartbeatError) for e in reports)
+        publish(js, "p.x", 1, start=1)
+        assert ctx.next(timeout=5).data == b"1"
+
+
+def test_ctrl_c_inside_a_messages_loop(server, js, stream):
+    stream.create_consumer(durable_name="c")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                """
+                import sys, time, jetstream_sync as jss
+                nc = jss.connect(sys.argv[1])
+                cons = nc.jetstream().consumer(sys.argv[2], "c")
+                print("ready", flush=True)
+                try:
+                    for msg in cons.messages():
+                        msg.ack()
+                except KeyboardInterrupt:
+                    t = time.monotonic()
+                    nc.close()
+                    print("interrupted", "closed" if nc.is_closed else "open", flush=True)
+                """
+            ),
+            server.url,
+            stream.name,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline().strip() == "ready"
+    time.sleep(0.3)  # blocked in the loop, waiting for messages
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    line = proc.stdout.readline().split()
+    elapsed = time.monotonic() - sent
+    proc.wait(10)
+    assert line == ["interrupted", "closed"], proc.stderr.read()
+    assert elapsed < 1.0
+
+
+def limits_case(stream, cfg, opts):
+    stream.create_consumer(durable_name="c", **cfg)
+    return stream.consumer("c"), opts
+
+
+@pytest.mark.parametrize(
+    "cfg, opts, text",
+    [
+        ({"max_batch": 10}, {"max_messages": 20}, "Exceeded MaxRequestBatch"),
+        ({"max_expires": 1.0}, {"expires": 3.0}, "Exceeded MaxRequestExpires"),
+        ({"max_bytes": 100}, {"max_bytes": 1000}, "Exceeded MaxRequestMaxBytes"),
+    ],
+)
+def test_limit_warnings_are_reported_without_a_tight_loop(nc, js, stream, cfg, opts, text):
+    cons = stream.create_consumer(durable_name="c", **cfg)
+    spy = PullSpy(nc, stream.name, "c")
+    reports = []
+    with cons.messages(error_handler=reports.append, **opts) as ctx:
+        with pytest.raises(jss.TimeoutError):
+            ctx.next(timeout=2.5)  # the for loop would not end either
+        assert ctx.stats.transient_errors >= 1
+    assert any(isinstance(e, jss.PullStatusError) and text in str(e) for e in reports)
+    assert spy.count <= 4  # backed off: 1 s, then 2 s
+
+
+def test_push_consumer_is_terminal(js, stream):
+    cons = stream.create_consumer(durable_name="push", deliver_subject="deliver.here")
+    with pytest.raises(jss.ConsumerPushBasedError):
+        for _ in cons.messages():
+            pass
+    with pytest.raises(jss.ConsumerPushBasedError):
+        list(cons.fetch(1, expires=1))
+
+
+def test_bad_request_is_terminal(js, stream):
+    # A priority-group consumer refuses pulls that name no group.
+    cons = stream.create_consumer(durable_name="pg", priority_groups=["g"], priority_policy="overflow")
+    with pytest.raises(jss.BadRequestError) as ei:
+        cons.next(timeout=2)
+    assert ei.value.status == 400
+    errors = []
+    cc = cons.consume(lambda m: None, error_handler=errors.append)
+    assert cc.wait(5)
+    assert isinstance(errors[0], jss.BadRequestError)
