@@ -49,10 +49,19 @@ def find_server_binary() -> str:
     )
 
 
+_handed_out: "set[int]" = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
+    """A loopback port free now and not handed out before by this process
+    (ports chosen for a server not yet started must not collide)."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((HOST, 0))
+            port = int(s.getsockname()[1])
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 class NatsServer:
@@ -98,17 +107,19 @@ class NatsServer:
         return cmd + self.args
 
     def start(self, timeout: float = 15.0) -> "NatsServer":
-        if self.proc is not None and self.proc.poll() is None:
-            return self
-        log = open(self._log_path, "ab")
-        try:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
-        finally:
-            log.close()
-        self._wait_ready(timeout)
+        self.launch()
+        self.wait_ready(timeout)
         return self
 
-    def _wait_ready(self, timeout: float) -> None:
+    def launch(self) -> None:
+        """Start the process without waiting for it to be ready."""
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        with open(self._log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
+
+    def wait_ready(self, timeout: float = 15.0) -> None:
+        """Poll /healthz until the server (and JetStream) is ready."""
         deadline = time.monotonic() + timeout
         while True:
             assert self.proc is not None

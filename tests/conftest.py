@@ -10,6 +10,8 @@ import pytest
 import jetstream_sync as jss
 from jetstream_sync._server import NatsServer
 
+from .helpers import Cluster
+
 _names = itertools.count(1)
 
 
@@ -66,3 +68,11 @@ def subj(stream: jss.Stream) -> str:
 def cons(stream: jss.Stream) -> jss.Consumer:
     """A durable pull consumer ``c`` on ``stream`` with explicit acks."""
     return stream.create_consumer(durable_name="c", ack_policy="explicit")
+
+
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    """Three routed JetStream servers of the test's own."""
+    c = Cluster().start()
+    yield c
+    c.cleanup()

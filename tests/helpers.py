@@ -105,3 +105,35 @@ class BlockedNext:
     def join(self, timeout: float = 10.0) -> "BlockedNext":
         self._thread.join(timeout)
         return self
+
+
+class Cluster:
+    """Three JetStream servers routed together on loopback ports."""
+
+    def __init__(self, size: int = 3):
+        from jetstream_sync._server import NatsServer, free_port
+
+        ports = [free_port() for _ in range(size)]
+        routes = ",".join(f"nats://127.0.0.1:{p}" for p in ports)
+        self.servers = [
+            NatsServer(
+                args=["--cluster_name", "jss", "--cluster", f"nats://127.0.0.1:{p}", "--routes", routes, "-n", f"n{i}"]
+            )
+            for i, p in enumerate(ports)
+        ]
+
+    def start(self) -> "Cluster":
+        # /healthz of each needs the others: launch all, then wait.
+        for s in self.servers:
+            s.launch()
+        for s in self.servers:
+            s.wait_ready(timeout=30)
+        return self
+
+    @property
+    def urls(self):
+        return [s.url for s in self.servers]
+
+    def cleanup(self) -> None:
+        for s in self.servers:
+            s.cleanup()

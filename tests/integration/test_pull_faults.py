@@ -222,3 +222,35 @@ def test_bad_request_is_terminal(js, stream):
     cc = cons.consume(lambda m: None, error_handler=errors.append)
     assert cc.wait(5)
     assert isinstance(errors[0], jss.BadRequestError)
+
+
+def test_stop_racing_a_client_drain(server, stream):
+    stream.create_consumer(durable_name="c")
+    for _ in range(5):
+        other = jss.connect(server.url)
+        cons = other.jetstream().consumer(stream.name, "c")
+        ctx = cons.messages()
+        t = threading.Thread(target=ctx.stop)
+        t.start()
+        other.drain(timeout=5)
+        t.join(5)
+        assert not t.is_alive()
+        assert other.is_closed
+
+
+@pytest.mark.timeout(60)
+def test_giving_up_reconnecting_ends_iteration(private_server):
+    nc = jss.connect(private_server.url, reconnect_time_wait=0.1, max_reconnect_attempts=3)
+    js = nc.jetstream()
+    stream = js.create_stream(name="M", subjects=["m.>"])
+    cons = stream.create_consumer(durable_name="c")
+    ctx = cons.messages()
+    errors = []
+    cc = cons.consume(lambda m: None, error_handler=errors.append)
+    time.sleep(0.2)
+    private_server.stop()
+    with pytest.raises(jss.ConnectionClosedError):
+        ctx.next(timeout=15)
+    assert cc.wait(15)
+    assert isinstance(errors[-1], jss.ConnectionClosedError)
+    nc.close()
