@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Tu
 import janus
 
 from . import errors
-from .message import NAK, Msg
+from ._wire import pub_command, send_raw
+from .message import NAK, Msg, parse_header_block
 from .options import (
     ConsumeOptions,
     FetchOptions,
@@ -160,6 +161,7 @@ class Receiver:
                     self._fetching = True
                     lock.release()
                     try:
+                        self._client._outbox.kick()  # acks go out before we sleep
                         item = self._get(remaining)
                     finally:
                         lock.acquire()
@@ -296,22 +298,38 @@ class _Engine:
         self._loop = asyncio.get_running_loop()
         self._q = janus.Queue()
         self._receiver._queue = self._q.sync_q
-        nc = self._client._nc
+        client = self._client
+        nc = client._nc
         self._inbox = nc.new_inbox()
-        self._sub = await nc.subscribe(self._inbox, cb=self._cb, **_SUB_LIMITS)
+        if client._wire:
+            # No callback: messages never enter nats-py's queue; the
+            # dispatcher hands them to _on_raw as they are parsed.
+            self._sub = await nc.subscribe(self._inbox, **_SUB_LIMITS)
+            client._dispatcher.register(self._sub._id, self._on_raw)
+        else:
+            self._sub = await nc.subscribe(self._inbox, cb=self._cb, **_SUB_LIMITS)
+
+    def _on_raw(self, subject: bytes, reply: bytes, data: bytes, hdrs: Optional[bytes]) -> None:
+        self._watch.last = monotonic()
+        if hdrs is not None and not reply and not data and hdrs.startswith(b"NATS/1.0 "):
+            end = hdrs.find(b"\r\n")
+            code, _, desc = hdrs[9:end].decode(errors="replace").partition(" ")
+            self._on_status(code, desc.strip(), parse_header_block(hdrs) or {})
+            return
+        self._on_user(Msg(subject.decode(), reply.decode(), data, None, self._client, hdrs))
 
     async def _cb(self, m: Any) -> None:
-        self._on_msg(m)
-
-    def _on_msg(self, m: Any) -> None:
-        self._watch.traffic()
+        """nats-py callback, used only when the fast dispatch is unavailable."""
+        self._watch.last = monotonic()
         hdrs = m.headers
         if hdrs is not None and not m.reply and not m.data and "Status" in hdrs:
             # nats-py folds the next header line into a missing description (503).
             desc = hdrs.get("Description", "").split("\n", 1)[0].strip()
             self._on_status(hdrs["Status"], desc, hdrs)
             return
-        msg = Msg(m.subject, m.reply, m.data, hdrs, self._client)
+        self._on_user(Msg(m.subject, m.reply, m.data, hdrs, self._client))
+
+    def _on_user(self, msg: Msg) -> None:
         if self._nak_arrivals or self._done:
             self._receiver.nak([msg])
             return
@@ -349,7 +367,12 @@ class _Engine:
 
     def _send_pull(self, body: bytes) -> None:
         self._stats.pulls += 1
-        task = self._loop.create_task(self._client._nc.publish(self._pull_subject, body, reply=self._inbox))
+        client = self._client
+        if client._wire:
+            if not send_raw(client._nc, pub_command(self._pull_subject, self._inbox, body)):
+                _log.debug("jetstream_sync: pull request not sent: connection closed")
+            return
+        task = self._loop.create_task(client._nc.publish(self._pull_subject, body, reply=self._inbox))
         task.add_done_callback(self._pull_sent)
 
     def _pull_sent(self, task: "asyncio.Task[None]") -> None:
@@ -385,7 +408,16 @@ class _Engine:
 
     async def _unsubscribe(self, drain: bool) -> None:
         sub, self._sub = self._sub, None
-        if sub is None or self._client._nc.is_closed:
+        if sub is None:
+            return
+        try:
+            await self._unsubscribe_sub(sub, drain)
+        finally:
+            if self._client._dispatcher is not None:
+                self._client._dispatcher.unregister(sub._id)
+
+    async def _unsubscribe_sub(self, sub: Any, drain: bool) -> None:
+        if self._client._nc.is_closed:
             return
         try:
             if drain:

@@ -15,6 +15,7 @@ from nats.aio.client import Client as _NatsClient
 
 from . import errors
 from ._loop import LoopThread, register_exit_hook
+from ._wire import Dispatcher
 from .message import AckOutbox, Msg
 
 __all__ = ["connect", "Client", "Subscription"]
@@ -90,6 +91,8 @@ class Client:
         self._listeners: Dict[str, List[Callable[[], None]]] = {e: [] for e in _EVENTS}
         self._user_cbs: Dict[str, Callable[..., Any]] = {}
         self._cb_thread: Optional[_CallbackThread] = None
+        self._dispatcher: Optional[Dispatcher] = None
+        self._wire = False  # nats-py internals usable for the fast paths
 
     # -- connection -----------------------------------------------------------
 
@@ -114,6 +117,8 @@ class Client:
     async def _aconnect(self, servers: List[str], options: Dict[str, Any], deadline: Optional[float]) -> None:
         nc = _NatsClient()
         self._nc = nc
+        self._dispatcher = Dispatcher(nc)  # before connect: its parser reads from the start
+        self._wire = self._dispatcher.enabled
         cbs = dict(
             error_cb=self._on_error,
             disconnected_cb=self._event_cb("disconnected"),

@@ -14,9 +14,11 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Tuple
 
+from nats.aio.client import Client as _NatsClient
 from nats.aio.msg import Msg as _NatsMsg
 
 from . import errors
+from ._wire import send_raw
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client import Client
@@ -73,6 +75,12 @@ def parse_metadata(reply: Optional[str]) -> Metadata:
     )
 
 
+def parse_header_block(raw: bytes) -> Optional[Dict[str, str]]:
+    """Headers of a ``NATS/1.0 …`` block (the status line is skipped)."""
+    start = raw.find(b"\r\n")
+    return _NatsClient._parse_header_lines(raw[start + 2 :]) or None if start >= 0 else None
+
+
 def headers_size(headers: Optional[Dict[str, str]]) -> int:
     """Bytes of a header block as the server counts them (``NATS/1.0`` line included)."""
     if not headers:
@@ -87,7 +95,7 @@ class Msg:
     server charges against a pull's ``max_bytes``.
     """
 
-    __slots__ = ("subject", "reply", "data", "headers", "_hdr_len", "_client", "_acked", "_meta")
+    __slots__ = ("subject", "reply", "data", "_headers", "_hdr_raw", "_client", "_acked", "_meta")
 
     def __init__(
         self,
@@ -96,13 +104,13 @@ class Msg:
         data: bytes,
         headers: Optional[Dict[str, str]] = None,
         client: Optional["Client"] = None,
-        hdr_len: int = -1,
+        hdr_raw: Optional[bytes] = None,
     ) -> None:
         self.subject = subject
         self.reply = reply
         self.data = data
-        self.headers = headers
-        self._hdr_len = hdr_len
+        self._headers = headers
+        self._hdr_raw = hdr_raw  # the header block as received; parsed on first use
         self._client = client
         self._acked = False
         self._meta: Optional[Metadata] = None
@@ -111,8 +119,15 @@ class Msg:
         return f"<Msg subject={self.subject!r} reply={self.reply!r} data={self.data[:32]!r}{'…' if len(self.data) > 32 else ''}>"
 
     @property
+    def headers(self) -> Optional[Dict[str, str]]:
+        if self._headers is None and self._hdr_raw:
+            self._headers = parse_header_block(self._hdr_raw)
+        return self._headers
+
+    @property
     def size(self) -> int:
-        hdr = self._hdr_len if self._hdr_len >= 0 else headers_size(self.headers)
+        raw = self._hdr_raw
+        hdr = len(raw) if raw is not None else headers_size(self._headers)
         return len(self.subject) + len(self.reply) + hdr + len(self.data)
 
     @property
@@ -190,14 +205,20 @@ class Msg:
 class AckOutbox:
     """Publishes queued (subject, payload) pairs from the loop thread.
 
-    Any thread may :meth:`put`; the loop is woken only when no drain is
-    already scheduled, so a burst of acks costs one wake-up.
+    Any thread may :meth:`put`. The loop is not woken per ack: queued acks go
+    out when ``ACK_BATCH`` have gathered, when a thread is about to block
+    waiting for messages (:meth:`kick`), on flush/close, and otherwise within
+    ``ACK_DELAY`` seconds of the first one.
     """
+
+    ACK_BATCH = 256
+    ACK_DELAY = 0.005
 
     def __init__(self, client: "Client") -> None:
         self._client = client
         self._queue: Deque[Tuple[str, bytes]] = collections.deque()
-        self._scheduled = False
+        self._scheduled = False  # a drain is scheduled on the loop
+        self._timer = False  # a delayed drain is armed
         self.errors = 0
 
     def __len__(self) -> int:
@@ -207,37 +228,74 @@ class AckOutbox:
         client = self._client
         if client._closed:
             raise errors.ConnectionClosedError("cannot ack: the client is closed")
-        self._queue.append((subject, payload))
-        if not self._scheduled:
-            self._scheduled = True
-            client._lt.call_soon(self._kick)
+        queue = self._queue
+        queue.append((subject, payload))
+        if self._scheduled:
+            return
+        if len(queue) >= self.ACK_BATCH:
+            self.kick()
+        elif not self._timer:
+            self._timer = True
+            client._lt.call_soon(self._arm_timer)
 
     def put_many(self, items: List[Tuple[str, bytes]]) -> None:
-        """Queue several publishes with one wake-up (used to NAK a buffer)."""
-        if not items:
-            return
-        self._queue.extend(items)
-        if not self._scheduled:
+        """Queue several publishes and send them now (used to NAK a buffer)."""
+        if items:
+            self._queue.extend(items)
+            self.kick()
+
+    def kick(self) -> None:
+        """Send what is queued without waiting for the batch or the timer."""
+        if self._queue and not self._scheduled:
             self._scheduled = True
-            self._client._lt.call_soon(self._kick)
+            self._client._lt.call_soon(self._drain_now)
 
-    def _kick(self) -> None:
-        task = self._client._lt.loop.create_task(self.drain())
-        task.add_done_callback(_ignore_result)
+    def _arm_timer(self) -> None:
+        self._client._lt.loop.call_later(self.ACK_DELAY, self._timer_fired)
 
-    async def drain(self) -> None:
-        """Publish everything queued; runs on the loop thread."""
-        # Reset first: a put() that lands after this line schedules a new drain.
+    def _timer_fired(self) -> None:
+        self._timer = False
+        self._drain_now()
+
+    def _drain_now(self) -> None:
+        """Publish everything queued (loop thread)."""
+        # Reset first: a put() that lands after this line schedules anew.
         self._scheduled = False
+        queue = self._queue
+        if not queue:
+            return
+        nc = self._client._nc
+        if not self._client._wire:
+            self._client._lt.loop.create_task(self._publish_each()).add_done_callback(_ignore_result)
+            return
+        parts = []
+        while queue:
+            subject, payload = queue.popleft()
+            parts.append(b"PUB %s %d\r\n%s\r\n" % (subject.encode(), len(payload), payload))
+        if not send_raw(nc, b"".join(parts)):
+            self._lost(len(parts), "the connection is closed or its reconnect buffer is full")
+
+    async def _publish_each(self) -> None:
         nc = self._client._nc
         queue = self._queue
         while queue:
             subject, payload = queue.popleft()
             try:
                 await nc.publish(subject, payload)
-            except Exception as exc:  # the server redelivers after AckWait; say so
-                self.errors += 1
-                _log.warning("jetstream_sync: could not send ack to %s: %r", subject, exc)
+            except Exception as exc:
+                self._lost(1, repr(exc))
+
+    def _lost(self, count: int, why: str) -> None:
+        # The server redelivers after AckWait; say so rather than drop silently.
+        self.errors += count
+        _log.warning("jetstream_sync: %d ack(s) not sent: %s", count, why)
+
+    async def drain(self) -> None:
+        """Publish everything queued now; runs on the loop thread."""
+        if self._client._wire:
+            self._drain_now()
+        else:
+            await self._publish_each()
 
 
 def _ignore_result(task: Any) -> None:

@@ -284,3 +284,25 @@ def test_statuses_never_reach_the_user(js, subj, cons):
             ctx.next(timeout=2.5)  # heartbeats and a 408 arrive meanwhile
         assert ctx.stats.heartbeats >= 1 and ctx.stats.statuses.get("408 Request Timeout", 0) >= 1
     assert all(m.data and m.reply for m in msgs)
+
+
+def test_works_without_the_fast_paths(monkeypatch, server, stream):
+    """If nats-py's internals change, the public nats-py API is used instead."""
+    import jetstream_sync._wire as wire
+
+    monkeypatch.setattr(wire, "supported", lambda nc: False)
+    plain = jss.connect(server.url)
+    try:
+        assert not plain._wire
+        js = plain.jetstream()
+        subj = f"{stream.name.lower()}.x"
+        publish(js, subj, 20)
+        cons = js.create_consumer(stream.name, durable_name="slow")
+        with cons.messages(max_messages=7) as ctx:
+            for msg in take(ctx, 15):
+                msg.ack()
+        assert [m.data for m in cons.fetch(5, expires=2)] == [str(i).encode() for i in range(15, 20)]
+        plain.flush()
+        wait_until(lambda: cons.info().ack_floor.stream_seq == 15)
+    finally:
+        plain.close()

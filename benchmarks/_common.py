@@ -1,0 +1,241 @@
+"""Shared benchmark plumbing: server, data, CPU accounting, the Go anchors,
+result tables, JSON and a bar chart. Every contender runs against the same
+server and data in the same process run; figures are medians of the runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from jetstream_sync._server import NatsServer  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ANCHORS = Path(__file__).resolve().parent / "anchors" / "go"
+
+
+@dataclass
+class Sample:
+    seconds: float
+    client_cpu: float  # seconds of CPU in the client (this process or the Go child)
+    server_cpu: float  # seconds of CPU in nats-server
+
+
+@dataclass
+class Result:
+    name: str
+    label: str
+    count: int
+    size: int
+    samples: List[Sample] = field(default_factory=list)
+    note: str = ""
+
+    def _median(self, key: Callable[[Sample], float]) -> float:
+        return statistics.median(key(s) for s in self.samples) if self.samples else float("nan")
+
+    @property
+    def rate(self) -> float:
+        return self.count / self._median(lambda s: s.seconds) if self.samples else 0.0
+
+    @property
+    def mbps(self) -> float:
+        return self.rate * self.size / 1e6
+
+    @property
+    def client_us(self) -> float:
+        return self._median(lambda s: s.client_cpu) / self.count * 1e6
+
+    @property
+    def server_us(self) -> float:
+        return self._median(lambda s: s.server_cpu) / self.count * 1e6
+
+    def as_dict(self) -> Dict[str, object]:
+        d = asdict(self)
+        d.update(rate=self.rate, mbps=self.mbps, client_cpu_us_per_msg=self.client_us, server_cpu_us_per_msg=self.server_us)
+        return d
+
+
+def server_cpu(server: NatsServer) -> float:
+    """CPU seconds nats-server has used so far (Linux /proc)."""
+    with open(f"/proc/{server.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Meter:
+    """Wall time, client CPU (this process and finished children) and server CPU."""
+
+    def __init__(self, server: NatsServer) -> None:
+        self.server = server
+
+    def __enter__(self) -> "Meter":
+        self._t = time.perf_counter()
+        self._c = time.process_time() + _children_cpu()
+        self._s = server_cpu(self.server)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sample = Sample(
+            time.perf_counter() - self._t,
+            time.process_time() + _children_cpu() - self._c,
+            server_cpu(self.server) - self._s,
+        )
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def fill_stream(url: str, stream: str, subject: str, count: int, size: int, storage: str = "file") -> None:
+    """Create ``stream`` and fill it fast with nats-py core publishes."""
+    import nats
+
+    async def main() -> None:
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        try:
+            await js.delete_stream(stream)
+        except Exception:
+            pass
+        await js.add_stream(name=stream, subjects=[subject], storage=storage)
+        payload = b"x" * size
+        for i in range(count):
+            await nc.publish(subject, payload)
+            if i % 10_000 == 9_999:
+                await nc.flush()
+        await nc.flush()
+        while (await js.stream_info(stream)).state.messages < count:
+            await asyncio.sleep(0.05)
+        await nc.close()
+
+    asyncio.run(main())
+
+
+# -- the Go anchors ---------------------------------------------------------------
+
+
+def go_gopath() -> Optional[str]:
+    """Where Debian installed nats.go's sources (GOPATH mode), or None."""
+    try:
+        files = subprocess.run(
+            ["dpkg", "-L", "golang-github-nats-io-go-nats-dev"], capture_output=True, text=True, check=True
+        ).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    for path in files:
+        marker = "/src/github.com/nats-io/nats.go"
+        if path.endswith(marker):
+            return path[: -len(marker)]
+    return None
+
+
+def build_go(name: str) -> "tuple[Optional[str], str]":
+    """Build ``anchors/go/<name>`` (GOPATH mode); returns (binary, note)."""
+    go = shutil.which("go")
+    if go is None:
+        return None, "skipped: `go` not installed (apt-get install golang-go golang-github-nats-io-go-nats-dev)"
+    gopath = go_gopath()
+    if gopath is None:
+        return None, "skipped: Debian package golang-github-nats-io-go-nats-dev not installed"
+    out = Path(tempfile.mkdtemp(prefix="jss-go-")) / name
+    env = dict(os.environ, GO111MODULE="off", GOPATH=gopath, GOFLAGS="", GOCACHE=str(out.parent / "cache"))
+    proc = subprocess.run(
+        [go, "build", "-o", str(out), "."], cwd=ANCHORS / name, env=env, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        return None, f"skipped: go build failed: {proc.stderr.strip()[:300]}"
+    version = subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip()
+    return str(out), version
+
+
+def run_go(binary: str, args: List[str], meter: Meter, timeout: float = 300) -> Sample:
+    """Run an anchor; it prints the seconds it measured itself on its last line."""
+    with meter:
+        proc = subprocess.run([binary, *args], capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{binary} failed: {proc.stderr.strip()[:500]}")
+    seconds = float(proc.stdout.strip().splitlines()[-1])
+    s = meter.sample
+    return Sample(seconds, s.client_cpu, s.server_cpu)
+
+
+# -- reporting ----------------------------------------------------------------------
+
+
+def environment() -> Dict[str, object]:
+    import nats
+
+    from jetstream_sync import __version__
+
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "nats_py": getattr(nats, "__version__", "?"),
+        "jetstream_sync": __version__,
+        "time": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+
+
+def print_table(title: str, results: List[Result], ratios: Dict[str, str]) -> None:
+    """A table of msgs/s, MB/s, CPU per message and ratios against the named peers."""
+    print(f"\n{title}")
+    head = f"{'':4} {'contender':46} {'msgs/s':>10} {'MB/s':>7} {'client µs':>9} {'server µs':>9}"
+    for key in ratios:
+        head += f" {'× ' + key:>7}"
+    print(head)
+    by_name = {r.name: r for r in results}
+    for r in results:
+        if not r.samples:
+            print(f"{r.name:4} {r.label:46} {r.note}")
+            continue
+        line = f"{r.name:4} {r.label:46} {r.rate:10,.0f} {r.mbps:7.1f} {r.client_us:9.2f} {r.server_us:9.2f}"
+        for key in ratios:
+            peer = by_name.get(key)
+            line += f" {r.rate / peer.rate:7.2f}" if peer is not None and peer.samples else f" {'-':>7}"
+        print(line)
+
+
+def save(stem: str, payload: Dict[str, object], results: List[Result], title: str) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{stem}.json"
+    payload = dict(payload, environment=environment(), results=[r.as_dict() for r in results])
+    path.write_text(json.dumps(payload, indent=2))
+    print(f"\nwrote {path}")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no matplotlib: skipped the chart (pip install matplotlib)")
+        return
+    shown = [r for r in results if r.samples]
+    fig, ax = plt.subplots(figsize=(10, 0.45 * len(shown) + 1.5))
+    ax.barh([f"({r.name}) {r.label}" for r in shown][::-1], [r.rate for r in shown][::-1], color="#3b7dd8")
+    for i, r in enumerate(shown[::-1]):
+        ax.text(r.rate, i, f" {r.rate:,.0f}", va="center", fontsize=8)
+    ax.set_xlabel("messages / second (median)")
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    png = RESULTS / f"{stem}.png"
+    fig.savefig(png, dpi=110)
+    print(f"wrote {png}")
+
+
+def start_server(storage_dir: Optional[str] = None) -> NatsServer:
+    return NatsServer(store_dir=storage_dir).start()

@@ -1,0 +1,203 @@
+"""Fast paths through nats-py for the hot loops (loop thread only).
+
+nats-py turns every received message into a ``Msg`` object, queues it, and
+hands it to a per-subscription task; every publish validates and formats on
+its own. That costs several microseconds per message. For the subscriptions
+of the pull engine and for acks this module instead
+
+- dispatches received messages straight to a plain function, with the raw
+  header bytes (so ``Msg.size`` is exact) — installed by wrapping the
+  client's ``_process_msg``;
+- appends pre-formatted ``PUB`` commands to nats-py's outgoing buffer and
+  kicks its flusher once per burst.
+
+Both use nats-py internals (``_process_msg``, ``_pending``,
+``_pending_data_size``, ``_flush_queue``). :func:`supported` checks they are
+there; if a future nats-py changes them, the public API is used instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable, Dict, Optional
+
+from nats.aio.client import Client as _NatsClient
+from nats.errors import ProtocolError
+from nats.protocol.parser import AWAITING_CONTROL_LINE, Parser
+
+__all__ = ["supported", "Dispatcher", "FastParser", "pub_command", "send_raw"]
+
+_log = logging.getLogger("jetstream_sync")
+
+# handler(subject: bytes, reply: bytes, data: bytes, headers: Optional[bytes])
+Handler = Callable[[bytes, bytes, bytes, Optional[bytes]], None]
+
+_REQUIRED = ("_ps", "_process_msg", "_pending", "_pending_data_size", "_flush_queue", "_max_pending_size", "stats")
+
+
+def supported(nc: _NatsClient) -> bool:
+    return all(hasattr(nc, name) for name in _REQUIRED)
+
+
+class _Done:
+    """An awaitable that is already complete (cheaper than a coroutine)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Any:
+        return iter(())
+
+
+_DONE = _Done()
+
+
+class FastParser(Parser):
+    """nats-py's protocol parser with a fast path for MSG and HMSG.
+
+    It works on one bytes copy of the read buffer with index arithmetic (no
+    regular expression, no per-message buffer edits) and calls registered
+    handlers directly. Anything else (PING, PONG, INFO, -ERR, +OK) and any
+    state left by the generic parser goes to nats-py's parser as is.
+    """
+
+    def __init__(self, nc: _NatsClient, handlers: Dict[int, Handler]) -> None:
+        super().__init__(nc)
+        self._handlers = handlers
+
+    async def parse(self, data: bytes = b"") -> None:
+        if self.state != AWAITING_CONTROL_LINE:
+            return await super().parse(data)
+        buf = self.buf
+        buf.extend(data)
+        b = bytes(buf)
+        n = len(b)
+        pos = 0
+        handlers = self._handlers
+        nc = self.nc
+        count = size_in = 0
+        while pos < n:
+            if b.startswith(b"MSG ", pos):
+                eol = b.find(b"\r\n", pos)
+                if eol < 0:
+                    break
+                args = b[pos + 4 : eol].split()
+                if len(args) == 3:
+                    subject, sid, size = args
+                    reply = b""
+                elif len(args) == 4:
+                    subject, sid, reply, size = args
+                else:
+                    raise ProtocolError("nats: malformed MSG")
+                hsize = 0
+            elif b.startswith(b"HMSG ", pos):
+                eol = b.find(b"\r\n", pos)
+                if eol < 0:
+                    break
+                args = b[pos + 5 : eol].split()
+                if len(args) == 4:
+                    subject, sid, hdr, size = args
+                    reply = b""
+                elif len(args) == 5:
+                    subject, sid, reply, hdr, size = args
+                else:
+                    raise ProtocolError("nats: malformed HMSG")
+                hsize = int(hdr)
+            elif b.startswith(b"PING\r\n", pos):
+                pos += 6
+                await nc._process_ping()
+                continue
+            elif b.startswith(b"PONG\r\n", pos):
+                pos += 6
+                await nc._process_pong()
+                continue
+            else:
+                break  # INFO, -ERR, +OK or a partial line: the generic parser takes it
+            start = eol + 2
+            end = start + int(size)
+            if end + 2 > n:
+                break  # incomplete: the control line is parsed again with more bytes
+            if hsize:
+                headers: Optional[bytes] = b[start : start + hsize]
+                payload = b[start + hsize : end]
+            else:
+                headers = None
+                payload = b[start:end]
+            pos = end + 2
+            handler = handlers.get(int(sid))
+            if handler is None:
+                await nc._process_msg(int(sid), subject, reply, payload, headers)
+                continue
+            count += 1
+            size_in += len(payload)
+            try:
+                handler(subject, reply, payload, headers)
+            except Exception:  # never let a handler end the read loop
+                _log.exception("jetstream_sync: message handler failed")
+        del buf[:pos]
+        if count:
+            nc.stats["in_msgs"] += count
+            nc.stats["in_bytes"] += size_in
+        if buf and not (buf.startswith(b"MSG ") or buf.startswith(b"HMSG ")):
+            await super().parse()
+
+
+class Dispatcher:
+    """Routes messages of registered subscription ids straight to plain
+    handlers; everything else goes to nats-py as before."""
+
+    def __init__(self, nc: _NatsClient) -> None:
+        self._handlers: Dict[int, Handler] = {}
+        self.enabled = supported(nc)
+        if self.enabled:
+            nc._ps = FastParser(nc, self._handlers)
+            # The generic parser (after a PING, say) must reach our handlers too.
+            self._fallback = nc._process_msg
+            nc._process_msg = self._process_msg  # type: ignore[method-assign]
+
+    def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: Optional[bytes]) -> Any:
+        handler = self._handlers.get(sid)
+        if handler is None:
+            return self._fallback(sid, subject, reply, data, headers)
+        handler(subject, reply, data, headers)
+        return _DONE
+
+    def register(self, sid: int, handler: Handler) -> None:
+        self._handlers[sid] = handler
+
+    def unregister(self, sid: int) -> None:
+        self._handlers.pop(sid, None)
+
+
+def pub_command(subject: str, reply: str, payload: bytes) -> bytes:
+    """A ``PUB`` protocol line with its payload."""
+    if reply:
+        return b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply.encode(), len(payload), payload)
+    return b"PUB %s %d\r\n%s\r\n" % (subject.encode(), len(payload), payload)
+
+
+def send_raw(nc: _NatsClient, data: bytes) -> bool:
+    """Queue protocol bytes for the socket and wake nats-py's flusher.
+
+    Returns False when they cannot be sent: the connection is closed, or it
+    is reconnecting and nats-py's reconnect buffer is full.
+    """
+    if nc.is_closed:
+        return False
+    if not nc.is_connected and nc._pending_data_size + len(data) > nc._max_pending_size:
+        return False
+    nc._pending.append(data)
+    nc._pending_data_size += len(data)
+    if not nc.is_connected:
+        return True  # nats-py sends its buffer once reconnected
+    flusher = getattr(nc, "_flusher_task", None)
+    if flusher is None or flusher.done():
+        # No flusher (nats-py then writes inline, so do we).
+        nc._transport.writelines(nc._pending[:])
+        nc._pending = []
+        nc._pending_data_size = 0
+        return True
+    queue = nc._flush_queue
+    if queue is not None and queue.empty():
+        queue.put_nowait(asyncio.get_running_loop().create_future())
+    return True

@@ -1,0 +1,91 @@
+"""The fast MSG/HMSG parser: same messages as nats-py's, whatever the read boundaries."""
+
+import asyncio
+import random
+
+from jetstream_sync._wire import FastParser, pub_command
+
+
+class FakeClient:
+    def __init__(self):
+        self.stats = {"in_msgs": 0, "in_bytes": 0}
+        self.generic = []
+        self.pings = 0
+
+    async def _process_msg(self, sid, subject, reply, data, headers):
+        self.generic.append((sid, subject, reply, data, headers))
+
+    async def _process_ping(self):
+        self.pings += 1
+
+    async def _process_pong(self):
+        pass
+
+
+def stream_bytes():
+    out = []
+    expected = []
+    for i in range(200):
+        data = bytes([65 + i % 26]) * (i % 40)
+        if i % 3 == 0:
+            hdr = b"NATS/1.0\r\nX-I: %d\r\n\r\n" % i
+            out.append(b"HMSG s.%d 1 $JS.ACK.S.C.1.%d.%d.1.0 %d %d\r\n%s%s\r\n" % (i, i, i, len(hdr), len(hdr) + len(data), hdr, data))
+            expected.append((b"s.%d" % i, b"$JS.ACK.S.C.1.%d.%d.1.0" % (i, i), data, hdr))
+        elif i % 3 == 1:
+            out.append(b"MSG s.%d 1 %d\r\n%s\r\n" % (i, len(data), data))
+            expected.append((b"s.%d" % i, b"", data, None))
+        else:
+            out.append(b"MSG s.%d 1 r.%d %d\r\n%s\r\n" % (i, i, len(data), data))
+            expected.append((b"s.%d" % i, b"r.%d" % i, data, None))
+        if i % 50 == 25:
+            out.append(b"PING\r\n")
+        if i % 70 == 0:
+            status = b"NATS/1.0 408 Request Timeout\r\nA: 1\r\n\r\n"
+            out.append(b"HMSG status 1 %d %d\r\n%s\r\n" % (len(status), len(status), status))
+            expected.append((b"status", b"", b"", status))
+        if i % 40 == 0:
+            out.append(b"MSG other 2 3\r\nabc\r\n")  # not ours: nats-py's path
+    return b"".join(out), expected
+
+
+def feed(chunks):
+    nc = FakeClient()
+    got = []
+    parser = FastParser(nc, {1: lambda *a: got.append(a)})
+
+    async def run():
+        for chunk in chunks:
+            await parser.parse(chunk)
+
+    asyncio.run(run())
+    return nc, got
+
+
+def test_whole_buffer():
+    data, expected = stream_bytes()
+    nc, got = feed([data])
+    assert got == expected
+    assert [g[0] for g in nc.generic] == [2] * 5
+    assert nc.pings == 4
+
+
+def test_every_split_point_pattern():
+    data, expected = stream_bytes()
+    rng = random.Random(7)
+    for _ in range(30):
+        cuts = sorted(rng.sample(range(1, len(data)), 60))
+        chunks = [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])]
+        nc, got = feed(chunks)
+        assert got == expected
+        assert len(nc.generic) == 5 and nc.pings == 4
+
+
+def test_byte_by_byte():
+    data, expected = stream_bytes()
+    nc, got = feed([data[i : i + 1] for i in range(len(data))])
+    assert got == expected
+
+
+def test_pub_command():
+    assert pub_command("a.b", "", b"xy") == b"PUB a.b 2\r\nxy\r\n"
+    assert pub_command("a.b", "_INBOX.1", b"") == b"PUB a.b _INBOX.1 0\r\n\r\n"
