@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import concurrent.futures._base as _futures_base
 import json
 import logging
+import re
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Deque, Dict, Optional
@@ -16,6 +18,7 @@ import nats.errors as _nerr
 
 from . import errors
 from .client import translate
+from ._wire import send_raw
 from .models import PubAck
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,6 +30,8 @@ RETRY_ATTEMPTS = 2
 RETRY_WAIT = 0.25
 DEFAULT_MAX_PENDING = 4000
 _SWEEP_INTERVAL = 0.1
+_HEADER_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_SUBJECT = re.compile(r"[\s]|^\.|\.$|\.\.")
 
 
 def publish_headers(
@@ -55,7 +60,13 @@ def publish_headers(
     return out or None
 
 
+_PLAIN_ACK = re.compile(rb'\{"stream":"([^"\\]+)",\s*"seq":(\d+)\}\s*')
+
+
 def parse_puback(data: bytes) -> PubAck:
+    plain = _PLAIN_ACK.fullmatch(data)
+    if plain is not None:  # the usual reply, without a JSON parse
+        return PubAck(plain.group(1).decode(), int(plain.group(2)))
     try:
         resp = json.loads(data)
     except ValueError:
@@ -103,13 +114,88 @@ class _Pending:
         self.attempt = 0
 
 
+_COND_LOCK = threading.Lock()
+_PENDING, _FINISHED = _futures_base.PENDING, _futures_base.FINISHED
+
+
+class PubAckFuture(concurrent.futures.Future):  # type: ignore[type-arg]
+    """A ``concurrent.futures.Future`` of a PubAck.
+
+    Its condition variable is made only when something waits on it (most
+    results are read after they are set), and asking for the result sends
+    queued publishes at once instead of at the next batch or tick.
+    """
+
+    def __init__(self, publisher: "AsyncPublisher") -> None:
+        # Future.__init__ minus the Condition, which _condition makes on demand.
+        self._cond: Optional[threading.Condition] = None
+        self._state = _PENDING
+        self._result = None
+        self._exception: Optional[BaseException] = None
+        self._waiters: list = []
+        self._done_callbacks: list = []
+        self._publisher = publisher
+
+    @property  # type: ignore[override]
+    def _condition(self) -> threading.Condition:
+        cond = self._cond
+        if cond is None:
+            with _COND_LOCK:
+                cond = self._cond
+                if cond is None:
+                    cond = self._cond = threading.Condition()
+        return cond
+
+    def _finish_unwatched(self, result: Any, exception: Optional[BaseException]) -> bool:
+        """Resolve without the Condition if nobody has asked for it yet."""
+        if self._cond is not None:
+            return False
+        with _COND_LOCK:
+            if self._cond is not None:
+                return False
+            if self._state != _PENDING:  # pragma: no cover - cancel() makes the Condition
+                raise concurrent.futures.InvalidStateError(f"{self._state}: {self!r}")
+            self._result = result
+            self._exception = exception
+            self._state = _FINISHED
+        self._invoke_callbacks()
+        return True
+
+    def set_result(self, result: Any) -> None:
+        if not self._finish_unwatched(result, None):
+            super().set_result(result)
+
+    def set_exception(self, exception: Optional[BaseException]) -> None:
+        if not self._finish_unwatched(None, exception):
+            super().set_exception(exception)
+
+    def result(self, timeout: Optional[float] = None) -> PubAck:
+        if self._state == _FINISHED:
+            if self._exception is not None:
+                raise self._exception
+            return self._result  # type: ignore[return-value]
+        self._publisher.kick()
+        return super().result(timeout)  # type: ignore[no-any-return]
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        if self._state == _FINISHED:
+            return self._exception
+        self._publisher.kick()
+        return super().exception(timeout)
+
+
 class AsyncPublisher:
     """Pipelined JetStream publishes with a bounded window.
 
     User threads queue publishes (blocking only while ``max_pending`` are in
-    flight); the loop thread sends them with replies on one wildcard inbox and
-    resolves each ``concurrent.futures.Future`` with its PubAck.
+    flight). The loop thread is not woken per call: queued publishes go out
+    per ``BATCH``, when a caller waits (a result, the window, completion),
+    or after ``DELAY`` seconds. They are sent with replies on one wildcard
+    inbox, and each Future is resolved with its PubAck.
     """
+
+    BATCH = 64
+    DELAY = 0.002
 
     def __init__(self, client: "Client", max_pending: int = DEFAULT_MAX_PENDING) -> None:
         if max_pending < 1:
@@ -119,9 +205,10 @@ class AsyncPublisher:
         # Wake blocked publishers once half the window is free, not per ack.
         self._low_water = max_pending // 2
         self._queue: Deque[_Pending] = collections.deque()
-        self._scheduled = False
-        self._inflight: Dict[str, _Pending] = {}
-        self._prefix = ""
+        self._scheduled = False  # a send is scheduled on the loop
+        self._timer = False  # a delayed send is armed
+        self._inflight: Dict[bytes, _Pending] = {}
+        self._prefix = b""
         self._sub: Any = None
         self._sweeper: Optional["asyncio.Task[None]"] = None
         self._next_id = 0
@@ -132,6 +219,7 @@ class AsyncPublisher:
         self._completed = 0
         self._cond = threading.Condition()
         self._waiters = 0
+        self._setup_lock = threading.Lock()
         client._add_listener("closed", self._on_closed)
 
     @property
@@ -142,24 +230,38 @@ class AsyncPublisher:
     def publish(
         self, subject: str, data: bytes, headers: Optional[Dict[str, str]], timeout: float
     ) -> "concurrent.futures.Future[PubAck]":
-        self._client._check_open()
+        client = self._client
+        client._check_open()
+        if self._sub is None:
+            self._setup()
         with self._lock:
             if self._submitted - self._completed >= self._max:
+                self.kick()
                 if not self._wait(lambda: self._submitted - self._completed < self._max, timeout):
                     raise errors.TimeoutError(f"publish_async window full for {timeout}s: acks are not coming back")
             self._submitted += 1
-        future: "concurrent.futures.Future[PubAck]" = concurrent.futures.Future()
-        self._queue.append(_Pending(subject, data, headers, future, time.monotonic() + timeout))
+        future = PubAckFuture(self)
+        queue = self._queue
+        queue.append(_Pending(subject, data, headers, future, time.monotonic() + timeout))
         if not self._scheduled:
-            self._scheduled = True
             try:
-                self._client._lt.call_soon(self._kick)
+                if len(queue) >= self.BATCH:
+                    self.kick()
+                elif not self._timer:
+                    self._timer = True
+                    client._lt.call_soon(self._arm_timer)
             except errors.JetStreamError as exc:
-                self._scheduled = False
-                self._fail(self._queue.pop(), exc)
+                self._fail(queue.pop(), exc)
         return future
 
+    def kick(self) -> None:
+        """Send what is queued now (any thread)."""
+        if self._queue and not self._scheduled:
+            self._scheduled = True
+            self._client._lt.call_soon(self._send_queued)
+
     def wait_complete(self, timeout: Optional[float]) -> bool:
+        self.kick()
         return self._wait(lambda: self._submitted == self._completed, timeout)
 
     def _wait(self, predicate: Any, timeout: Optional[float]) -> bool:
@@ -170,63 +272,112 @@ class AsyncPublisher:
             finally:
                 self._waiters -= 1
 
+    def _setup(self) -> None:
+        """The reply subscription and the timeout sweeper, on first use."""
+        with self._setup_lock:
+            if self._sub is None:
+                self._client._run(self._asetup(), 10.0)
+
+    async def _asetup(self) -> None:
+        client = self._client
+        nc = client._nc
+        prefix = nc.new_inbox() + "."
+        if client._wire:
+            sub = await nc.subscribe(prefix + "*")
+            client._dispatcher.register(sub._id, self._on_reply_raw)
+        else:
+            sub = await nc.subscribe(prefix + "*", cb=self._on_reply)
+        self._prefix = prefix.encode()
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+        self._sub = sub
+
     # -- loop side ------------------------------------------------------------
 
-    def _kick(self) -> None:
-        task = self._client._lt.loop.create_task(self._drain())
-        task.add_done_callback(_log_failure)
+    def _arm_timer(self) -> None:
+        self._client._lt.loop.call_later(self.DELAY, self._timer_fired)
 
-    async def _drain(self) -> None:
+    def _timer_fired(self) -> None:
+        self._timer = False
+        self._send_queued()
+
+    def _send_queued(self) -> None:
         self._scheduled = False
-        nc = self._client._nc
-        if self._sub is None:  # first use: one reply subscription for all publishes
-            self._prefix = nc.new_inbox() + "."
-            self._sub = asyncio.ensure_future(nc.subscribe(self._prefix + "*", cb=self._on_reply))
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
-        try:
-            await self._sub
-        except Exception as exc:
-            self._sub = None
-            while self._queue:
-                self._fail(self._queue.popleft(), translate(exc))
+        queue = self._queue
+        if not queue:
             return
+        client = self._client
+        if not client._wire:
+            client._lt.loop.create_task(self._publish_each()).add_done_callback(_log_failure)
+            return
+        parts = []
+        sent = []
+        prefix = self._prefix
+        inflight = self._inflight
+        while queue:
+            entry = queue.popleft()
+            self._next_id += 1
+            token = b"%d" % self._next_id
+            inflight[token] = entry
+            sent.append(token)
+            parts.append(_command(entry, prefix + token))
+        if not send_raw(client._nc, b"".join(parts)):
+            exc = errors.ConnectionClosedError("cannot publish: the connection is closed or its buffer is full")
+            for token in sent:
+                entry = inflight.pop(token, None)
+                if entry is not None:
+                    self._fail(entry, exc)
+
+    async def _publish_each(self) -> None:
+        """Without the fast paths: one nats-py publish per message."""
+        nc = self._client._nc
         queue = self._queue
         while queue:
             entry = queue.popleft()
             self._next_id += 1
-            token = str(self._next_id)
+            token = b"%d" % self._next_id
             self._inflight[token] = entry
             try:
-                # Does not suspend unless nats-py's pending buffer is full.
-                await nc.publish(entry.subject, entry.data, reply=self._prefix + token, headers=entry.headers)
+                await nc.publish(entry.subject, entry.data, reply=(self._prefix + token).decode(), headers=entry.headers)
             except Exception as exc:
                 if self._inflight.pop(token, None) is not None:
                     self._fail(entry, translate(exc))
 
-    async def _on_reply(self, msg: Any) -> None:
-        token = msg.subject[len(self._prefix) :]
-        entry = self._inflight.pop(token, None)
+    def _on_reply_raw(self, subject: bytes, reply: bytes, data: bytes, headers: Optional[bytes]) -> None:
+        entry = self._inflight.pop(subject[len(self._prefix) :], None)
         if entry is None:
             return  # timed out already
-        if _is_no_responders(msg):
-            if entry.attempt < RETRY_ATTEMPTS:
-                entry.attempt += 1
-                asyncio.get_running_loop().call_later(RETRY_WAIT, self._resend, entry)
-                return
-            self._fail(entry, errors.NoRespondersError(f"no stream answered a publish to {entry.subject!r}"))
+        if not data and headers is not None and headers.startswith(b"NATS/1.0 503"):
+            self._no_responders(entry)
             return
+        self._resolve(entry, data)
+
+    async def _on_reply(self, msg: Any) -> None:
+        entry = self._inflight.pop(msg.subject[len(self._prefix) :].encode(), None)
+        if entry is None:
+            return
+        if _is_no_responders(msg):
+            self._no_responders(entry)
+            return
+        self._resolve(entry, msg.data)
+
+    def _resolve(self, entry: _Pending, data: bytes) -> None:
         try:
-            ack = parse_puback(msg.data)
+            ack = parse_puback(data)
         except errors.JetStreamError as exc:
             self._fail(entry, exc)
         else:
             self._done(entry, ack, None)
 
+    def _no_responders(self, entry: _Pending) -> None:
+        if entry.attempt < RETRY_ATTEMPTS:  # ADR-22: try again shortly
+            entry.attempt += 1
+            asyncio.get_running_loop().call_later(RETRY_WAIT, self._resend, entry)
+            return
+        self._fail(entry, errors.NoRespondersError(f"no stream answered a publish to {entry.subject!r}"))
+
     def _resend(self, entry: _Pending) -> None:
         self._queue.appendleft(entry)
-        if not self._scheduled:
-            self._scheduled = True
-            self._kick()
+        self.kick()
 
     async def _sweep(self) -> None:
         while True:
@@ -252,18 +403,47 @@ class AsyncPublisher:
 
     def _done(self, entry: _Pending, ack: Optional[PubAck], exc: Optional[BaseException]) -> None:
         future = entry.future
-        if not future.done():
-            try:
-                if exc is not None:
-                    future.set_exception(exc)
-                else:
-                    future.set_result(ack)
-            except concurrent.futures.InvalidStateError:  # cancelled by the user meanwhile
-                pass
+        try:
+            if exc is not None:
+                future.set_exception(exc)
+            else:
+                future.set_result(ack)
+        except concurrent.futures.InvalidStateError:  # cancelled by the user meanwhile
+            pass
         self._completed += 1
         if self._waiters and self._submitted - self._completed <= self._low_water:
             with self._cond:
                 self._cond.notify_all()
+
+
+def _command(entry: _Pending, reply: bytes) -> bytes:
+    """The PUB (or HPUB) line of a queued publish."""
+    subject, data = entry.subject.encode(), entry.data
+    if entry.headers is None:
+        return b"PUB %s %s %d\r\n%s\r\n" % (subject, reply, len(data), data)
+    hdr = header_block(entry.headers)
+    return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject, reply, len(hdr), len(hdr) + len(data), hdr, data)
+
+
+def header_block(headers: Dict[str, str]) -> bytes:
+    """``NATS/1.0`` header block; keys and values checked as nats-py does."""
+    lines = [b"NATS/1.0\r\n"]
+    for key, value in headers.items():
+        key = key.strip()
+        if not key:
+            continue
+        if not _HEADER_KEY.fullmatch(key):
+            raise errors.InvalidOptionError(f"invalid header name {key!r}")
+        lines.append(b"%s: %s\r\n" % (key.encode(), value.strip().replace("\r", " ").replace("\n", " ").encode()))
+    lines.append(b"\r\n")
+    return b"".join(lines)
+
+
+def check_subject(subject: Any) -> str:
+    """A publishable subject (checked here because raw sends skip nats-py's check)."""
+    if not isinstance(subject, str) or not subject or _BAD_SUBJECT.search(subject):
+        raise errors.InvalidOptionError(f"invalid subject {subject!r}")
+    return subject
 
 
 def _log_failure(task: "asyncio.Task[None]") -> None:

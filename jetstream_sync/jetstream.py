@@ -14,7 +14,7 @@ from nats.aio.client import Client as _NatsClient
 from nats.nuid import NUID
 
 from . import errors
-from ._publish import AsyncPublisher, publish_headers, publish_with_retry
+from ._publish import AsyncPublisher, check_subject, publish_headers, publish_with_retry
 from .client import _as_bytes, _check_timeout
 from .models import (
     AccountInfo,
@@ -366,9 +366,7 @@ class JetStream:
         hdrs = publish_headers(
             headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id
         )
-        if not isinstance(subject, str) or not subject:
-            raise errors.InvalidOptionError("subject is required")
-        return self._async_publisher().publish(subject, _as_bytes(data), hdrs, t)
+        return self._async_publisher().publish(check_subject(subject), _as_bytes(data), hdrs, t)
 
     def set_publish_async_max_pending(self, max_pending: int) -> None:
         """Size of the publish_async window (before its first use)."""
