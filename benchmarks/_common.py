@@ -4,7 +4,6 @@ server and data in the same process run; figures are medians of the runs."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import platform
@@ -101,28 +100,21 @@ def _children_cpu() -> float:
 
 
 def fill_stream(url: str, stream: str, subject: str, count: int, size: int, storage: str = "file") -> None:
-    """Create ``stream`` and fill it fast with nats-py core publishes."""
-    import nats
+    """Create ``stream`` and fill it with acknowledged publishes (none can be lost)."""
+    import jetstream_sync as jss
 
-    async def main() -> None:
-        nc = await nats.connect(url)
+    with jss.connect(url, name="fill") as nc:
         js = nc.jetstream()
-        try:
-            await js.delete_stream(stream)
-        except Exception:
-            pass
-        await js.add_stream(name=stream, subjects=[subject], storage=storage)
+        if stream in js.stream_names():
+            js.delete_stream(stream)
+        js.create_stream(name=stream, subjects=[subject], storage=storage)
         payload = b"x" * size
-        for i in range(count):
-            await nc.publish(subject, payload)
-            if i % 10_000 == 9_999:
-                await nc.flush()
-        await nc.flush()
-        while (await js.stream_info(stream)).state.messages < count:
-            await asyncio.sleep(0.05)
-        await nc.close()
-
-    asyncio.run(main())
+        for start in range(0, count, 50_000):
+            futures = [js.publish_async(subject, payload) for _ in range(min(50_000, count - start))]
+            if not js.publish_async_complete(timeout=300):
+                raise RuntimeError("fill: publish acknowledgements did not arrive")
+            for f in futures:
+                f.result()
 
 
 # -- the Go anchors ---------------------------------------------------------------
@@ -229,6 +221,7 @@ def save(stem: str, payload: Dict[str, object], results: List[Result], title: st
     ax.barh([f"({r.name}) {r.label}" for r in shown][::-1], [r.rate for r in shown][::-1], color="#3b7dd8")
     for i, r in enumerate(shown[::-1]):
         ax.text(r.rate, i, f" {r.rate:,.0f}", va="center", fontsize=8)
+    ax.set_xlim(0, max(r.rate for r in shown) * 1.15)
     ax.set_xlabel("messages / second (median)")
     ax.set_title(title, fontsize=10)
     fig.tight_layout()

@@ -62,6 +62,8 @@ class PullStats:
     reconnects: int = 0
     transient_errors: int = 0  # reported to the error handler (or logged)
     nakd_on_stop: int = 0  # buffered, never handed out, NAK'd by stop()
+    buffered_high_water: int = 0  # most messages received and not yet handed out
+    buffered_bytes_high_water: int = 0  # the same in bytes (max_bytes mode only)
     statuses: Dict[str, int] = field(default_factory=dict)  # "408 Request Timeout" -> count
 
 
@@ -110,6 +112,7 @@ class Receiver:
         self.waiting = 0  # threads blocked for a message (read by the watchdog)
         self.wait_since = 0.0
         self.stats = PullStats()
+        self.taken_bytes = 0  # bytes handed out (max_bytes mode)
         self.error_handler = error_handler
         self._queue: Any = None  # janus sync side, set by the engine
         self.closed_event = threading.Event()
@@ -292,6 +295,10 @@ class _Engine:
         self._nak_arrivals = False
         self._timer: Optional[asyncio.TimerHandle] = None
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        # Received so far; with what the user took, the size of the buffer.
+        self._recv_msgs = 0
+        self._recv_bytes = 0
+        self._count_bytes = False
         receiver.engine = self
 
     async def _subscribe(self) -> None:
@@ -333,6 +340,9 @@ class _Engine:
         if self._nak_arrivals or self._done:
             self._receiver.nak([msg])
             return
+        self._recv_msgs += 1
+        if self._count_bytes:
+            self._recv_bytes += msg.size
         self._on_user_msg(msg)
         chunk = self._chunk
         if chunk is None:
@@ -360,6 +370,14 @@ class _Engine:
     def _flush(self) -> None:
         chunk, self._chunk = self._chunk, None
         if chunk:
+            stats, receiver = self._stats, self._receiver
+            buffered = self._recv_msgs - stats.delivered
+            if buffered > stats.buffered_high_water:
+                stats.buffered_high_water = buffered
+            if self._count_bytes:
+                nbytes = self._recv_bytes - receiver.taken_bytes
+                if nbytes > stats.buffered_bytes_high_water:
+                    stats.buffered_bytes_high_water = nbytes
             if self._nak_arrivals:
                 self._receiver.nak(chunk)
             else:
@@ -450,6 +468,7 @@ class PullEngine(_Engine):
         self._watch = Watchdog(2 * opts.idle_heartbeat)
         self._tick_every = min(opts.idle_heartbeat / 4, 1.0)
         self._body_cache: Dict[Tuple[int, int], bytes] = {}
+        self._count_bytes = bool(opts.max_bytes)
         self._shutdown_task: Optional["asyncio.Task[None]"] = None
 
     async def start(self) -> None:
@@ -471,7 +490,9 @@ class PullEngine(_Engine):
         if self._pending_msgs > 0:
             self._pending_msgs -= 1
         if self.opts.max_bytes:
-            self._pending_bytes = max(self._pending_bytes - msg.size, 0)
+            size = msg.size
+            self._pending_bytes = max(self._pending_bytes - size, 0)
+            self._receiver.taken_bytes += size
 
     def want_more(self) -> None:
         """User side (receiver lock held): a caller wants a message; top up if due."""
