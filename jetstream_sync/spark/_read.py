@@ -1,0 +1,245 @@
+"""Reading stream-sequence ranges: options, offsets, partitioning, and the
+executor side that turns a range into rows. No pyspark imports here."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+
+import jetstream_sync as jss
+
+from ._clients import shared_client
+
+_log = logging.getLogger("jetstream_sync.spark")
+
+Row = Tuple[str, str, int, bytes, Optional[Dict[str, str]], datetime.datetime]
+
+
+class DataLossError(jss.JetStreamError):
+    """Messages the query still needed were removed from the stream (purge, limits)."""
+
+
+def _bool(value: Optional[str], default: bool) -> bool:
+    if value is None:
+        return default
+    v = value.strip().lower()
+    if v in ("true", "1", "yes"):
+        return True
+    if v in ("false", "0", "no"):
+        return False
+    raise jss.InvalidOptionError(f"expected true or false, got {value!r}")
+
+
+def _int(name: str, value: Optional[str], default: Optional[int], minimum: int = 1) -> Optional[int]:
+    if value is None:
+        return default
+    try:
+        n = int(value)
+    except ValueError:
+        raise jss.InvalidOptionError(f"{name} must be an integer, got {value!r}") from None
+    if n < minimum:
+        raise jss.InvalidOptionError(f"{name} must be >= {minimum}, got {n}")
+    return n
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """The reader's options, parsed and validated (keys are case-insensitive)."""
+
+    stream: str
+    subjects: Tuple[str, ...]
+    starting: str
+    ending: str
+    starting_time: Optional[str]
+    min_partitions: Optional[int]
+    fail_on_data_loss: bool
+    include_headers: bool
+    max_offsets_per_trigger: Optional[int]
+    fetch_batch: int
+    fetch_timeout: float
+    settings: Tuple[Tuple[str, str], ...]  # connection options, as given
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], streaming: bool) -> "ReadOptions":
+        o = {k.lower(): v for k, v in options.items()}
+        stream = o.get("stream")
+        if not stream:
+            raise jss.InvalidOptionError("the jetstream source needs option 'stream'")
+        subjects = tuple(s.strip() for s in o.get("subjects", "").split(",") if s.strip())
+        try:
+            timeout = float(o.get("fetchtimeout", "10"))
+        except ValueError:
+            raise jss.InvalidOptionError("fetchTimeout must be a number of seconds") from None
+        opts = cls(
+            stream=stream,
+            subjects=subjects,
+            starting=o.get("startingoffsets", "latest" if streaming else "earliest"),
+            ending=o.get("endingoffsets", "latest"),
+            starting_time=o.get("startingtime"),
+            min_partitions=_int("minPartitions", o.get("minpartitions"), None),
+            fail_on_data_loss=_bool(o.get("failondataloss"), True),
+            include_headers=_bool(o.get("includeheaders"), True),
+            max_offsets_per_trigger=_int("maxOffsetsPerTrigger", o.get("maxoffsetspertrigger"), None),
+            fetch_batch=_int("fetchBatch", o.get("fetchbatch"), 1000) or 1000,
+            fetch_timeout=timeout,
+            settings=tuple(sorted((k, v) for k, v in o.items() if k in _CONNECTION_KEYS or k.startswith("tls."))),
+        )
+        for spec in (opts.starting, opts.ending):
+            parse_offset(spec, stream)  # fail early on a malformed offset
+        return opts
+
+    @property
+    def connection(self) -> Dict[str, str]:
+        return dict(self.settings)
+
+
+_CONNECTION_KEYS = {"servers", "user", "password", "token", "creds", "nkey", "name"}
+
+
+def parse_offset(spec: str, stream: str) -> Optional[int]:
+    """``earliest``/``latest`` (None: resolve later), a sequence number, or
+    ``{"stream": S, "seq": N}`` (the next sequence to read; exclusive end)."""
+    s = spec.strip()
+    if s.lower() in ("earliest", "latest"):
+        return None
+    try:
+        value = json.loads(s)
+    except ValueError:
+        raise jss.InvalidOptionError(f"offset must be earliest, latest or JSON, got {spec!r}") from None
+    if isinstance(value, dict):
+        if value.get("stream", stream) != stream:
+            raise jss.InvalidOptionError(f"offset {spec!r} is for another stream than {stream!r}")
+        value = value.get("seq")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise jss.InvalidOptionError(f"offset sequence must be an integer >= 1, got {spec!r}")
+    return value
+
+
+def bounds(js: jss.JetStream, stream: str) -> Tuple[int, int]:
+    """(first sequence still stored, next sequence to be written)."""
+    state = js.stream_info(stream).state
+    nxt = state.last_seq + 1
+    return (state.first_seq if state.messages else nxt), nxt
+
+
+def resolve(js: jss.JetStream, opts: ReadOptions, spec: str) -> int:
+    """The sequence an offset option stands for, now."""
+    seq = parse_offset(spec, opts.stream)
+    if seq is not None:
+        return seq
+    first, nxt = bounds(js, opts.stream)
+    return first if spec.strip().lower() == "earliest" else nxt
+
+
+def seq_at_time(js: jss.JetStream, opts: ReadOptions) -> int:
+    """The first sequence stored at or after ``startingTime`` (ISO 8601, or epoch milliseconds)."""
+    text = opts.starting_time or ""
+    try:
+        when = datetime.datetime.fromtimestamp(int(text) / 1000, datetime.timezone.utc)
+    except ValueError:
+        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.timezone.utc)
+    cons = js.create_consumer(
+        opts.stream, deliver_policy="by_start_time", opt_start_time=when, ack_policy="none",
+        mem_storage=True, num_replicas=1, inactive_threshold=30.0,
+    )
+    try:
+        msgs = list(cons.fetch_no_wait(1))
+        return msgs[0].metadata.sequence.stream if msgs else bounds(js, opts.stream)[1]
+    finally:
+        _delete_quietly(cons)
+
+
+def check_loss(js: jss.JetStream, opts: ReadOptions, start: int) -> int:
+    """Where to start given what the stream still holds: raise DataLossError
+    (failOnDataLoss) or skip ahead to the first stored message."""
+    first, _ = bounds(js, opts.stream)
+    if start >= first:
+        return start
+    if opts.fail_on_data_loss:
+        raise DataLossError(
+            f"stream {opts.stream!r} no longer holds sequences {start}..{first - 1} "
+            "(purged or removed by its limits); set failOnDataLoss=false to skip them"
+        )
+    _log.warning("jetstream: sequences %d..%d of %s are gone; skipping them", start, first - 1, opts.stream)
+    return first
+
+
+@dataclass(frozen=True)
+class SeqRange:
+    """One partition: stream sequences [start, end) to read on an executor."""
+
+    stream: str
+    start: int
+    end: int
+    subjects: Tuple[str, ...]
+    include_headers: bool
+    batch: int
+    timeout: float
+    settings: Tuple[Tuple[str, str], ...]
+
+
+def split(opts: ReadOptions, start: int, end: int) -> List[SeqRange]:
+    """[start, end) in ``minPartitions`` (default: one per 100,000 sequences) even ranges."""
+    total = max(end - start, 0)
+    parts = opts.min_partitions or max(1, math.ceil(total / 100_000))
+    parts = max(1, min(parts, total)) if total else 1
+    step = total / parts
+    edges = [start + round(i * step) for i in range(parts)] + [end if total else start]
+    return [
+        SeqRange(opts.stream, a, b, opts.subjects, opts.include_headers, opts.fetch_batch, opts.fetch_timeout, opts.settings)
+        for a, b in zip(edges, edges[1:])
+    ]
+
+
+def read_range(r: SeqRange) -> Iterator[Row]:
+    """The stored messages of ``r`` as rows, read through an ephemeral pull consumer.
+
+    Ends at the range's last sequence, or as soon as no matching message is
+    left (with a subject filter the last sequence may never match).
+    """
+    if r.start >= r.end:
+        return
+    js = shared_client(dict(r.settings)).jetstream()
+    config: Dict[str, Any] = dict(
+        deliver_policy="by_start_sequence", opt_start_seq=r.start, ack_policy="none",
+        mem_storage=True, num_replicas=1, inactive_threshold=60.0,
+    )
+    if len(r.subjects) == 1:
+        config["filter_subject"] = r.subjects[0]
+    elif r.subjects:
+        config["filter_subjects"] = list(r.subjects)
+    cons = js.create_consumer(r.stream, **config)
+    try:
+        if not cons.cached_info.num_pending:
+            return
+        last = r.end - 1
+        stream, headers = r.stream, r.include_headers
+        with cons.messages(max_messages=max(1, min(r.batch, r.end - r.start))) as it:
+            while True:
+                try:
+                    msg = it.next(timeout=r.timeout)
+                except jss.TimeoutError:
+                    _log.warning("jetstream: no message for %.0fs reading %s [%d, %d)", r.timeout, stream, r.start, r.end)
+                    return
+                md = msg.metadata
+                seq = md.sequence.stream
+                if seq > last:
+                    return
+                yield (stream, msg.subject, seq, msg.data, msg.headers if headers else None, md.timestamp)
+                if seq == last or md.num_pending == 0:
+                    return
+    finally:
+        _delete_quietly(cons)
+
+
+def _delete_quietly(cons: jss.Consumer) -> None:
+    try:
+        cons.delete()
+    except jss.JetStreamError as exc:  # inactive_threshold removes it anyway
+        _log.debug("jetstream: could not delete consumer %s: %r", cons.name, exc)

@@ -1,0 +1,172 @@
+"""Publishing rows: pipelined publish_async with every PubAck checked before
+the task ends. Used by the data source writers and by publish_partition()."""
+
+from __future__ import annotations
+
+import collections
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Deque, Dict, Iterable, Iterator, Mapping, Optional, Tuple
+
+import jetstream_sync as jss
+
+from ._clients import shared_client
+
+_log = logging.getLogger("jetstream_sync.spark")
+
+# Resolve the oldest future once this many are outstanding: bounded memory,
+# and by then it has almost always been acknowledged.
+_CHECK_AFTER = 8000
+
+
+@dataclass
+class PublishCounts:
+    published: int = 0  # stored by the stream
+    duplicates: int = 0  # dropped by its duplicate window (same Nats-Msg-Id)
+
+    def add(self, other: "PublishCounts") -> None:
+        self.published += other.published
+        self.duplicates += other.duplicates
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    subject: Optional[str]  # the subject option: overrides a subject column
+    timeout: float
+    msg_id_prefix: Optional[str]
+    settings: Tuple[Tuple[str, str], ...]
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> "WriteOptions":
+        from ._read import _CONNECTION_KEYS
+
+        o = {k.lower(): v for k, v in options.items()}
+        try:
+            timeout = float(o.get("publishtimeout", "30"))
+        except ValueError:
+            raise jss.InvalidOptionError("publishTimeout must be a number of seconds") from None
+        return cls(
+            subject=o.get("subject") or None,
+            timeout=timeout,
+            msg_id_prefix=o.get("msgidprefix") or None,
+            settings=tuple(sorted((k, v) for k, v in o.items() if k in _CONNECTION_KEYS or k.startswith("tls."))),
+        )
+
+
+Fields = Callable[[Any], Tuple[str, Any, Optional[Dict[str, str]], Optional[str]]]
+
+
+def row_fields(
+    columns: Iterable[str], subject: Optional[str], subject_col: str = "subject", data_col: str = "data",
+    headers_col: str = "headers", msg_id_col: str = "msg_id",
+) -> Fields:
+    """A function row -> (subject, data, headers, msg_id) for these columns."""
+    names = set(columns)
+    if data_col not in names:
+        raise jss.InvalidOptionError(f"rows to publish need a {data_col!r} column")
+    if subject is None and subject_col not in names:
+        raise jss.InvalidOptionError(f"give the 'subject' option or a {subject_col!r} column")
+    has_headers, has_id = headers_col in names, msg_id_col in names
+
+    def fields(row: Any) -> Tuple[str, Any, Optional[Dict[str, str]], Optional[str]]:
+        hdrs = row[headers_col] if has_headers else None
+        return (
+            subject or row[subject_col],
+            row[data_col],
+            dict(hdrs) if hdrs else None,
+            row[msg_id_col] if has_id else None,
+        )
+
+    return fields
+
+
+def publish_rows(
+    rows: Iterator[Any],
+    fields: Fields,
+    client: jss.Client,
+    timeout: float,
+    msg_id: Optional[Callable[[int], str]] = None,
+) -> PublishCounts:
+    """Publish every row, wait for every PubAck; raise the first failure after
+    all have settled (so Spark retries the task)."""
+    js = client.jetstream()
+    counts = PublishCounts()
+    pending: Deque[Any] = collections.deque()
+    first_error: Optional[BaseException] = None
+
+    def settle(future: Any) -> None:
+        nonlocal first_error
+        try:
+            ack = future.result(timeout=timeout)
+        except Exception as exc:  # keep waiting for the others; report the first
+            if first_error is None:
+                first_error = exc
+            return
+        if ack.duplicate:
+            counts.duplicates += 1
+        else:
+            counts.published += 1
+
+    for index, row in enumerate(rows):
+        subject, data, headers, row_id = fields(row)
+        if data is None:
+            raise jss.InvalidOptionError("data must not be null")
+        if row_id is None and msg_id is not None:
+            row_id = msg_id(index)
+        pending.append(js.publish_async(subject, data, headers=headers, msg_id=row_id, timeout=timeout))
+        if len(pending) > _CHECK_AFTER:
+            settle(pending.popleft())
+    while pending:
+        settle(pending.popleft())
+    if first_error is not None:
+        raise first_error
+    return counts
+
+
+def publish_partition(
+    servers: str = "nats://127.0.0.1:4222",
+    *,
+    subject: Optional[str] = None,
+    subject_col: str = "subject",
+    data_col: str = "data",
+    headers_col: str = "headers",
+    msg_id_col: str = "msg_id",
+    timeout: float = 30.0,
+    **connect_options: Any,
+) -> Callable[[Iterator[Any]], None]:
+    """A function for ``df.foreachPartition`` that publishes each row to
+    JetStream and returns only when every PubAck is in (raising, so that Spark
+    retries the task, if any publish failed).
+
+    Rows need a ``data`` column (bytes or str) and a ``subject`` column unless
+    ``subject`` is given; ``headers`` (map) and ``msg_id`` (the Nats-Msg-Id,
+    so a retried task adds no duplicates) are used when present. Each Python
+    worker process keeps one connection for all its tasks.
+    """
+
+    def run(rows: Iterator[Any]) -> None:
+        rows = iter(rows)
+        try:
+            first = next(rows)
+        except StopIteration:
+            return
+        fields = row_fields(_columns(first), subject, subject_col, data_col, headers_col, msg_id_col)
+        client = shared_client(servers=[s.strip() for s in servers.split(",")], **connect_options)
+        counts = publish_rows(_chain(first, rows), fields, client, timeout)
+        _log.info("jetstream: partition published %d, %d duplicates", counts.published, counts.duplicates)
+
+    return run
+
+
+def _columns(row: Any) -> Iterable[str]:
+    fields = getattr(row, "__fields__", None)
+    if fields is not None:
+        return list(fields)
+    if isinstance(row, Mapping):
+        return list(row.keys())
+    raise jss.InvalidOptionError("publish_partition expects pyspark Rows or mappings")
+
+
+def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
+    yield first
+    yield from rest

@@ -1,0 +1,234 @@
+"""The ``jetstream`` Python data source: batch and streaming reads, batch and
+streaming writes.
+
+What runs where (pyspark 4.2+): ``partitions()``, offsets and ``commit()`` run
+in Python processes on the driver; ``read()`` and ``write()`` run on
+executors, on freshly unpickled objects. So nothing here holds a client: every
+method gets this process's shared client from the connection options.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import (
+    BinaryType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from ._clients import shared_client
+from ._read import ReadOptions, SeqRange, bounds, check_loss, read_range, resolve, seq_at_time, split
+from ._write import PublishCounts, WriteOptions, publish_rows, row_fields
+
+__all__ = ["JetStreamDataSource", "SCHEMA"]
+
+_log = logging.getLogger("jetstream_sync.spark")
+
+SCHEMA = StructType(
+    [
+        StructField("stream", StringType(), False),
+        StructField("subject", StringType(), False),
+        StructField("seq", LongType(), False),
+        StructField("data", BinaryType(), True),
+        StructField("headers", MapType(StringType(), StringType()), True),
+        StructField("timestamp", TimestampType(), False),
+    ]
+)
+
+
+class JetStreamDataSource(DataSource):
+    """``spark.read.format("jetstream")`` and friends; see docs/spark.md."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "jetstream"
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> "BatchReader":
+        return BatchReader(ReadOptions.parse(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> "StreamReader":
+        return StreamReader(ReadOptions.parse(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> "BatchWriter":
+        return BatchWriter(WriteOptions.parse(self.options), schema.fieldNames())
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> "StreamWriter":
+        return StreamWriter(WriteOptions.parse(self.options), schema.fieldNames())
+
+
+@dataclass
+class RangePartition(InputPartition):
+    """A picklable stream-sequence range for one task."""
+
+    range: SeqRange
+
+
+def _partitions(ranges: List[SeqRange]) -> Sequence[InputPartition]:
+    return [RangePartition(r) for r in ranges]
+
+
+class BatchReader(DataSourceReader):
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+
+    def partitions(self) -> Sequence[InputPartition]:
+        opts = self.opts
+        js = shared_client(opts.connection).jetstream()
+        start = seq_at_time(js, opts) if opts.starting_time else resolve(js, opts, opts.starting)
+        end = resolve(js, opts, opts.ending)
+        if start < end:
+            start = check_loss(js, opts, start)
+        return _partitions(split(opts, start, max(start, end)))
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_range(partition.range)  # type: ignore[attr-defined]
+
+
+class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets are ``{"stream": S, "seq": next}``: the next sequence to read
+    (an exclusive end, as Kafka's). Nothing is acked: the offsets in Spark's
+    checkpoint are the only progress there is, so a restart resumes exactly."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self._target: Optional[int] = None  # availableNow: do not read past this
+
+    def _js(self) -> Any:
+        return shared_client(self.opts.connection).jetstream()
+
+    def _offset(self, seq: int) -> Dict[str, Any]:
+        return {"stream": self.opts.stream, "seq": seq}
+
+    def initialOffset(self) -> Dict[str, Any]:
+        js = self._js()
+        opts = self.opts
+        seq = seq_at_time(js, opts) if opts.starting_time else resolve(js, opts, opts.starting)
+        return self._offset(seq)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.opts.max_offsets_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = bounds(self._js(), self.opts.stream)[1]
+
+    def latestOffset(self, start: Dict[str, Any], limit: ReadLimit) -> Dict[str, Any]:
+        begin = int(start["seq"])
+        end = bounds(self._js(), self.opts.stream)[1]
+        if self._target is not None:
+            end = min(end, self._target)
+        if isinstance(limit, ReadMaxRows):
+            end = min(end, begin + limit.max_rows)  # counted in sequences: an upper bound on rows
+        return self._offset(max(begin, end))
+
+    def reportLatestOffset(self) -> Optional[Dict[str, Any]]:
+        return self._offset(bounds(self._js(), self.opts.stream)[1])
+
+    def partitions(self, start: Dict[str, Any], end: Dict[str, Any]) -> Sequence[InputPartition]:
+        begin, stop = int(start["seq"]), int(end["seq"])
+        if begin < stop:
+            begin = check_loss(self._js(), self.opts, begin)
+        return _partitions(split(self.opts, begin, max(begin, stop)))
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_range(partition.range)  # type: ignore[attr-defined]
+
+    def commit(self, end: Dict[str, Any]) -> None:
+        """Nothing to do: Spark's checkpoint holds the progress (and this call
+        lags a batch behind, so acking here would be unsafe anyway)."""
+
+    def stop(self) -> None:
+        """Nothing to release: the shared client belongs to the process."""
+
+
+@dataclass
+class PublishedCommit(WriterCommitMessage):
+    partition: int
+    published: int
+    duplicates: int
+
+
+def _task() -> "tuple[int, Optional[str], Optional[str]]":
+    ctx = TaskContext.get()
+    if ctx is None:  # pragma: no cover - write() always runs in a task
+        return 0, None, None
+    return ctx.partitionId(), ctx.getLocalProperty("streaming.sql.batchId"), ctx.getLocalProperty("sql.streaming.queryId")
+
+
+class _Writer:
+    def __init__(self, opts: WriteOptions, columns: List[str]) -> None:
+        self.opts = opts
+        self.columns = columns
+        row_fields(columns, opts.subject)  # fail on missing columns before any task runs
+
+    def _write(self, rows: Iterator[Any], msg_id_prefix: Optional[str]) -> PublishedCommit:
+        partition = _task()[0]
+        client = shared_client(dict(self.opts.settings))
+        fields = row_fields(self.columns, self.opts.subject)
+        msg_id = (lambda i: f"{msg_id_prefix}:{partition}:{i}") if msg_id_prefix else None
+        counts = publish_rows(rows, fields, client, self.opts.timeout, msg_id)
+        return PublishedCommit(partition, counts.published, counts.duplicates)
+
+    @staticmethod
+    def _report(messages: List[Optional[WriterCommitMessage]], what: str) -> PublishCounts:
+        total = PublishCounts()
+        for m in messages:
+            if isinstance(m, PublishedCommit):
+                total.add(PublishCounts(m.published, m.duplicates))
+        _log.info("jetstream: %s: %d published, %d duplicates dropped by the stream", what, total.published, total.duplicates)
+        return total
+
+
+class BatchWriter(_Writer, DataSourceWriter):
+    """``df.write.format("jetstream")``: a ``msg_id`` column (or the
+    ``msgIdPrefix`` option, if partition contents are deterministic) makes a
+    re-run add nothing within the stream's duplicate window."""
+
+    def write(self, iterator: Iterator[Any]) -> PublishedCommit:
+        prefix = self.opts.msg_id_prefix
+        return self._write(iterator, f"{prefix}:batch" if prefix else None)
+
+    def commit(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+        self._report(messages, "write committed")
+
+    def abort(self, messages: List[Optional[WriterCommitMessage]]) -> None:
+        self._report(messages, "write aborted (what was published stays published)")
+
+
+class StreamWriter(_Writer, DataSourceStreamWriter):
+    """``writeStream.format("jetstream")``: without a ``msg_id`` column each row
+    gets ``<query id or msgIdPrefix>:<batchId>:<partition>:<row>``, so a
+    micro-batch Spark replays after a restart is dropped by the stream's
+    duplicate window."""
+
+    def write(self, iterator: Iterator[Any]) -> PublishedCommit:
+        _, batch_id, query_id = _task()
+        prefix = self.opts.msg_id_prefix or query_id or "jetstream"
+        return self._write(iterator, f"{prefix}:{batch_id}")
+
+    def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+        self._report(messages, f"batch {batchId} committed")
+
+    def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
+        self._report(messages, f"batch {batchId} aborted (what was published stays published)")
