@@ -165,6 +165,23 @@ def run_go(binary: str, args: List[str], meter: Meter, timeout: float = 300) -> 
     return Sample(seconds, s.client_cpu, s.server_cpu)
 
 
+def run_rounds(
+    contenders: "Dict[str, tuple]", results: Dict[str, Result], runs: int, count: int,
+    before: Optional[Callable[[], None]] = None,
+) -> None:
+    """Run every contender once per round (interleaved, so drift hits all alike);
+    a contender is ``(label, fn(tag) -> Sample)`` or ``(label, None)`` to skip."""
+    for run in range(runs):
+        for key, (label, fn) in contenders.items():
+            if fn is None:
+                continue
+            if before is not None:
+                before()
+            sample = fn(f"{key}{run}")
+            results[key].samples.append(sample)
+            print(f"  run {run + 1} ({key}) {label:44} {count / sample.seconds:10,.0f} msgs/s", flush=True)
+
+
 # -- reporting ----------------------------------------------------------------------
 
 

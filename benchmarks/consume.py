@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Callable, Dict, List
 
-from _common import Meter, Result, Sample, build_go, fill_stream, print_table, run_go, save, start_server
+from _common import Meter, Result, Sample, build_go, fill_stream, print_table, run_go, run_rounds, save, start_server
 
 import jetstream_sync as jss
 from jetstream_sync._pull import PullEngine, Receiver
@@ -183,13 +183,7 @@ def main() -> None:
             if fn is None:
                 results[k].note = go_note
         print(f"{n:,} x {args.size} B, {args.storage} storage, {args.runs} runs; Go: {go_note}")
-        for run in range(args.runs):
-            for k, (label, fn) in contenders.items():
-                if fn is None:
-                    continue
-                sample = fn(f"{k}{run}")
-                results[k].samples.append(sample)
-                print(f"  run {run + 1} ({k}) {label:44} {n / sample.seconds:10,.0f} msgs/s", flush=True)
+        run_rounds(contenders, results, args.runs, n)
         nc.close()
     finally:
         server.cleanup()

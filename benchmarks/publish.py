@@ -14,7 +14,7 @@ import argparse
 import asyncio
 from typing import Callable, Dict, List
 
-from _common import Meter, Result, Sample, build_go, print_table, run_go, save, start_server
+from _common import Meter, Result, Sample, build_go, print_table, run_go, run_rounds, save, start_server
 
 import jetstream_sync as jss
 
@@ -58,31 +58,24 @@ def main() -> None:
 
             asyncio.run(run())
 
-        def timed(fn: Callable[[], None]) -> Callable[[], Sample]:
-            def run() -> Sample:
+        def timed(fn: Callable[[], None]) -> Callable[[str], Sample]:
+            def run(tag: str) -> Sample:
                 with meter:
                     fn()
                 return meter.sample
 
             return run
 
-        contenders: Dict[str, "tuple[str, Callable[[], Sample] | None]"] = {
+        contenders: Dict[str, "tuple[str, Callable[[str], Sample] | None]"] = {
             "p1": ("publish(), one at a time", timed(sync_publish)),
             "p2": ("publish_async(), window 4000", timed(async_publish)),
             "p3": ("nats-py await js.publish() each", timed(natspy_publish)),
-            "p4": ("nats.go PublishAsync, window 4000", (lambda: run_go(go_bin, [server.url, SUBJECT, str(n), str(args.size)], meter)) if go_bin else None),
+            "p4": ("nats.go PublishAsync, window 4000", (lambda tag: run_go(go_bin, [server.url, SUBJECT, str(n), str(args.size)], meter)) if go_bin else None),
         }
         results = {k: Result(k, label, n, args.size) for k, (label, _) in contenders.items()}
         results["p4"].note = "" if go_bin else go_note
         print(f"{n:,} x {args.size} B, {args.runs} runs; Go: {go_note}")
-        for run in range(args.runs):
-            for k, (label, fn) in contenders.items():
-                if fn is None:
-                    continue
-                stream.purge()
-                sample = fn()
-                results[k].samples.append(sample)
-                print(f"  run {run + 1} ({k}) {label:40} {n / sample.seconds:10,.0f} msgs/s", flush=True)
+        run_rounds(contenders, results, args.runs, n, before=stream.purge)
         nc.close()
     finally:
         server.cleanup()

@@ -4,7 +4,6 @@ windowed asynchronous publisher behind ``JetStream.publish_async``."""
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import concurrent.futures._base as _futures_base
 import json
@@ -18,7 +17,7 @@ import nats.errors as _nerr
 
 from . import errors
 from .client import translate
-from ._wire import send_raw
+from ._wire import Batcher, send_raw
 from .models import PubAck
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -184,7 +183,7 @@ class PubAckFuture(concurrent.futures.Future):  # type: ignore[type-arg]
         return super().exception(timeout)
 
 
-class AsyncPublisher:
+class AsyncPublisher(Batcher):
     """Pipelined JetStream publishes with a bounded window.
 
     User threads queue publishes (blocking only while ``max_pending`` are in
@@ -200,13 +199,11 @@ class AsyncPublisher:
     def __init__(self, client: "Client", max_pending: int = DEFAULT_MAX_PENDING) -> None:
         if max_pending < 1:
             raise errors.InvalidOptionError("max_pending must be >= 1")
+        super().__init__(client._lt)
         self._client = client
         self._max = max_pending
         # Wake blocked publishers once half the window is free, not per ack.
         self._low_water = max_pending // 2
-        self._queue: Deque[_Pending] = collections.deque()
-        self._scheduled = False  # a send is scheduled on the loop
-        self._timer = False  # a delayed send is armed
         self._inflight: Dict[bytes, _Pending] = {}
         self._prefix = b""
         self._sub: Any = None
@@ -241,24 +238,12 @@ class AsyncPublisher:
                     raise errors.TimeoutError(f"publish_async window full for {timeout}s: acks are not coming back")
             self._submitted += 1
         future = PubAckFuture(self)
-        queue = self._queue
-        queue.append(_Pending(subject, data, headers, future, time.monotonic() + timeout))
-        if not self._scheduled:
-            try:
-                if len(queue) >= self.BATCH:
-                    self.kick()
-                elif not self._timer:
-                    self._timer = True
-                    client._lt.call_soon(self._arm_timer)
-            except errors.JetStreamError as exc:
-                self._fail(queue.pop(), exc)
+        self._queue.append(_Pending(subject, data, headers, future, time.monotonic() + timeout))
+        try:
+            self.queued()
+        except errors.JetStreamError as exc:  # the loop is gone: fail it here
+            self._fail(self._queue.pop(), exc)
         return future
-
-    def kick(self) -> None:
-        """Send what is queued now (any thread)."""
-        if self._queue and not self._scheduled:
-            self._scheduled = True
-            self._client._lt.call_soon(self._send_queued)
 
     def wait_complete(self, timeout: Optional[float]) -> bool:
         self.kick()
@@ -293,18 +278,7 @@ class AsyncPublisher:
 
     # -- loop side ------------------------------------------------------------
 
-    def _arm_timer(self) -> None:
-        self._client._lt.loop.call_later(self.DELAY, self._timer_fired)
-
-    def _timer_fired(self) -> None:
-        self._timer = False
-        self._send_queued()
-
-    def _send_queued(self) -> None:
-        self._scheduled = False
-        queue = self._queue
-        if not queue:
-            return
+    def _send(self, queue: Deque[_Pending]) -> None:
         client = self._client
         if not client._wire:
             client._lt.loop.create_task(self._publish_each()).add_done_callback(_log_failure)

@@ -19,14 +19,15 @@ there; if a future nats-py changes them, the public API is used instead.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Deque, Dict, Optional
 
 from nats.aio.client import Client as _NatsClient
 from nats.errors import ProtocolError
 from nats.protocol.parser import AWAITING_CONTROL_LINE, Parser
 
-__all__ = ["supported", "Dispatcher", "FastParser", "pub_command", "send_raw"]
+__all__ = ["supported", "Dispatcher", "FastParser", "Batcher", "pub_command", "send_raw"]
 
 _log = logging.getLogger("jetstream_sync")
 
@@ -201,3 +202,54 @@ def send_raw(nc: _NatsClient, data: bytes) -> bool:
     if queue is not None and queue.empty():
         queue.put_nowait(asyncio.get_running_loop().create_future())
     return True
+
+
+class Batcher:
+    """A queue of sends that the loop thread takes in bursts.
+
+    Callers append from any thread and call :meth:`queued`; the loop is woken
+    once ``BATCH`` items wait, when someone is about to wait for the result
+    (:meth:`kick`), and otherwise ``DELAY`` seconds after the first item, not
+    per item. Subclasses send the whole queue in :meth:`_send`.
+    """
+
+    BATCH = 64
+    DELAY = 0.005
+
+    def __init__(self, loop_thread: Any) -> None:
+        self._lt = loop_thread
+        self._queue: Deque[Any] = collections.deque()
+        self._scheduled = False  # a send is scheduled on the loop
+        self._timer = False  # a delayed send is armed
+
+    def queued(self) -> None:
+        """After an append: schedule a send if one is due."""
+        if self._scheduled:
+            return
+        if len(self._queue) >= self.BATCH:
+            self.kick()
+        elif not self._timer:
+            self._timer = True
+            self._lt.call_soon(self._arm_timer)
+
+    def kick(self) -> None:
+        """Send what is queued now, without waiting for the batch or the timer."""
+        if self._queue and not self._scheduled:
+            self._scheduled = True
+            self._lt.call_soon(self._send_now)
+
+    def _arm_timer(self) -> None:
+        self._lt.loop.call_later(self.DELAY, self._timer_fired)
+
+    def _timer_fired(self) -> None:
+        self._timer = False
+        self._send_now()
+
+    def _send_now(self) -> None:
+        # Reset first: an append after this line schedules anew.
+        self._scheduled = False
+        if self._queue:
+            self._send(self._queue)
+
+    def _send(self, queue: Deque[Any]) -> None:
+        raise NotImplementedError

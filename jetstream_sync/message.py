@@ -8,7 +8,6 @@ variant that waits for the server's reply.
 
 from __future__ import annotations
 
-import collections
 import datetime
 import json
 import logging
@@ -18,7 +17,7 @@ from nats.aio.client import Client as _NatsClient
 from nats.aio.msg import Msg as _NatsMsg
 
 from . import errors
-from ._wire import send_raw
+from ._wire import Batcher, send_raw
 
 if TYPE_CHECKING:  # pragma: no cover
     from .client import Client
@@ -202,41 +201,31 @@ class Msg:
         return self._require_client()._outbox
 
 
-class AckOutbox:
+class AckOutbox(Batcher):
     """Publishes queued (subject, payload) pairs from the loop thread.
 
     Any thread may :meth:`put`. The loop is not woken per ack: queued acks go
-    out when ``ACK_BATCH`` have gathered, when a thread is about to block
-    waiting for messages (:meth:`kick`), on flush/close, and otherwise within
-    ``ACK_DELAY`` seconds of the first one.
+    out when ``BATCH`` have gathered, when a thread is about to block waiting
+    for messages (:meth:`kick`), on flush/close, and otherwise within
+    ``DELAY`` seconds of the first one.
     """
 
-    ACK_BATCH = 256
-    ACK_DELAY = 0.005
+    BATCH = 256
+    DELAY = 0.005
 
     def __init__(self, client: "Client") -> None:
+        super().__init__(client._lt)
         self._client = client
-        self._queue: Deque[Tuple[str, bytes]] = collections.deque()
-        self._scheduled = False  # a drain is scheduled on the loop
-        self._timer = False  # a delayed drain is armed
         self.errors = 0
 
     def __len__(self) -> int:
         return len(self._queue)
 
     def put(self, subject: str, payload: bytes) -> None:
-        client = self._client
-        if client._closed:
+        if self._client._closed:
             raise errors.ConnectionClosedError("cannot ack: the client is closed")
-        queue = self._queue
-        queue.append((subject, payload))
-        if self._scheduled:
-            return
-        if len(queue) >= self.ACK_BATCH:
-            self.kick()
-        elif not self._timer:
-            self._timer = True
-            client._lt.call_soon(self._arm_timer)
+        self._queue.append((subject, payload))
+        self.queued()
 
     def put_many(self, items: List[Tuple[str, bytes]]) -> None:
         """Queue several publishes and send them now (used to NAK a buffer)."""
@@ -244,27 +233,8 @@ class AckOutbox:
             self._queue.extend(items)
             self.kick()
 
-    def kick(self) -> None:
-        """Send what is queued without waiting for the batch or the timer."""
-        if self._queue and not self._scheduled:
-            self._scheduled = True
-            self._client._lt.call_soon(self._drain_now)
-
-    def _arm_timer(self) -> None:
-        self._client._lt.loop.call_later(self.ACK_DELAY, self._timer_fired)
-
-    def _timer_fired(self) -> None:
-        self._timer = False
-        self._drain_now()
-
-    def _drain_now(self) -> None:
+    def _send(self, queue: Deque[Tuple[str, bytes]]) -> None:
         """Publish everything queued (loop thread)."""
-        # Reset first: a put() that lands after this line schedules anew.
-        self._scheduled = False
-        queue = self._queue
-        if not queue:
-            return
-        nc = self._client._nc
         if not self._client._wire:
             self._client._lt.loop.create_task(self._publish_each()).add_done_callback(_ignore_result)
             return
@@ -272,7 +242,7 @@ class AckOutbox:
         while queue:
             subject, payload = queue.popleft()
             parts.append(b"PUB %s %d\r\n%s\r\n" % (subject.encode(), len(payload), payload))
-        if not send_raw(nc, b"".join(parts)):
+        if not send_raw(self._client._nc, b"".join(parts)):
             self._lost(len(parts), "the connection is closed or its reconnect buffer is full")
 
     async def _publish_each(self) -> None:
@@ -293,7 +263,7 @@ class AckOutbox:
     async def drain(self) -> None:
         """Publish everything queued now; runs on the loop thread."""
         if self._client._wire:
-            self._drain_now()
+            self._send_now()
         else:
             await self._publish_each()
 

@@ -35,12 +35,32 @@ from pyspark.sql.types import (
 )
 
 from ._clients import shared_client
-from ._read import ReadOptions, SeqRange, bounds, check_loss, read_range, resolve, seq_at_time, split
+from ._read import ReadOptions, SeqRange, bounds, check_loss, read_range_arrow, resolve, seq_at_time, split
 from ._write import PublishCounts, WriteOptions, publish_rows, row_fields
 
 __all__ = ["JetStreamDataSource", "SCHEMA"]
 
 _log = logging.getLogger("jetstream_sync.spark")
+
+def _arrow_schema() -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("stream", pa.string(), False),
+            pa.field("subject", pa.string(), False),
+            pa.field("seq", pa.int64(), False),
+            pa.field("data", pa.binary(), True),
+            pa.field("headers", pa.map_(pa.string(), pa.string()), True),
+            pa.field("timestamp", pa.timestamp("us", tz="UTC"), False),
+        ]
+    )
+
+
+def _read(partition: InputPartition) -> Iterator[Any]:
+    # Arrow batches: pyspark takes them as they are, instead of converting tuples.
+    return read_range_arrow(partition.range, _arrow_schema())  # type: ignore[attr-defined]
+
 
 SCHEMA = StructType(
     [
@@ -102,7 +122,7 @@ class BatchReader(DataSourceReader):
         return _partitions(split(opts, start, max(start, end)))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return read_range(partition.range)  # type: ignore[attr-defined]
+        return _read(partition)
 
 
 class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -152,7 +172,7 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _partitions(split(self.opts, begin, max(begin, stop)))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return read_range(partition.range)  # type: ignore[attr-defined]
+        return _read(partition)
 
     def commit(self, end: Dict[str, Any]) -> None:
         """Nothing to do: Spark's checkpoint holds the progress (and this call

@@ -34,5 +34,8 @@ def spark(server) -> Iterator[object]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
+    from jetstream_sync.spark import register
+
+    register(session)  # explicit: an editable install hides pyspark_jetstream from pyspark's lookup
     yield session
     session.stop()

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import urllib.request
 from pathlib import Path
 
 import pytest
 
-import jetstream_sync as jss
 
 from ..helpers import publish
 
@@ -216,6 +213,7 @@ def test_foreach_partition_publish(spark, server, js, stream_name):
     p = stream_name.lower()
     js.create_stream(name=stream_name, subjects=[f"{p}.>"])
     before = {c["cid"] for c in connz(server)}
+    total_before = server.varz()["total_connections"]
     df = spark.range(100_000).repartition(8).selectExpr("CAST(id AS STRING) AS data", f"'{p}.fp' AS subject")
     assert df.rdd.getNumPartitions() == 8
     df.foreachPartition(publish_partition(server.url))
@@ -224,3 +222,15 @@ def test_foreach_partition_publish(spark, server, js, stream_name):
     worker_pids = {c["name"].rsplit("-", 1)[1] for c in new}
     assert new and len(new) == len(worker_pids)  # one connection per Python worker process
     assert len(worker_pids) <= 8
+    assert server.varz()["total_connections"] - total_before == len(new)  # and no others
+
+
+def test_pyspark_finds_the_source_by_module_name():
+    """pyspark's lookup imports top-level modules named pyspark_* and takes DefaultSource."""
+    import pkgutil
+
+    root = Path(__file__).resolve().parents[2]
+    assert "pyspark_jetstream" in {m.name for m in pkgutil.iter_modules([str(root)])}
+    import pyspark_jetstream
+
+    assert pyspark_jetstream.DefaultSource.name() == "jetstream"
