@@ -10,7 +10,7 @@ builtins keeps working.
 from __future__ import annotations
 
 import builtins
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 __all__ = [
     "JetStreamError",
@@ -168,8 +168,3 @@ class DeadlockError(JetStreamError, RuntimeError):
 
 class ConsumerStoppedError(JetStreamError):
     """The MessagesContext / ConsumeContext was stopped or drained and is closed."""
-
-
-def api_error_for_status(code: int, description: Optional[str]) -> APIError:
-    """An APIError for a bare status reply that carried no JSON body."""
-    return APIError(code, 0, description or "")
