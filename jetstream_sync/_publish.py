@@ -201,6 +201,7 @@ class AsyncPublisher(Batcher):
             raise errors.InvalidOptionError("max_pending must be >= 1")
         super().__init__(client._lt)
         self._client = client
+        client._batchers.add(self)
         self._max = max_pending
         # Wake blocked publishers once half the window is free, not per ack.
         self._low_water = max_pending // 2
@@ -289,9 +290,7 @@ class AsyncPublisher(Batcher):
         inflight = self._inflight
         while queue:
             entry = queue.popleft()
-            self._next_id += 1
-            token = b"%d" % self._next_id
-            inflight[token] = entry
+            token = self._track(entry)
             sent.append(token)
             parts.append(_command(entry, prefix + token))
         if not send_raw(client._nc, b"".join(parts)):
@@ -301,15 +300,26 @@ class AsyncPublisher(Batcher):
                 if entry is not None:
                     self._fail(entry, exc)
 
+    def _track(self, entry: _Pending) -> bytes:
+        """A reply token for ``entry``, awaiting its PubAck."""
+        self._next_id += 1
+        token = b"%d" % self._next_id
+        self._inflight[token] = entry
+        return token
+
+    async def send_queued(self) -> None:
+        if self._client._wire:
+            self._send_now()
+        else:
+            await self._publish_each()
+
     async def _publish_each(self) -> None:
         """Without the fast paths: one nats-py publish per message."""
         nc = self._client._nc
         queue = self._queue
         while queue:
             entry = queue.popleft()
-            self._next_id += 1
-            token = b"%d" % self._next_id
-            self._inflight[token] = entry
+            token = self._track(entry)
             try:
                 await nc.publish(entry.subject, entry.data, reply=(self._prefix + token).decode(), headers=entry.headers)
             except Exception as exc:

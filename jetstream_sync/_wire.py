@@ -253,3 +253,7 @@ class Batcher:
 
     def _send(self, queue: Deque[Any]) -> None:
         raise NotImplementedError
+
+    async def send_queued(self) -> None:
+        """Send what is queued now, on the loop thread (flush, drain, close)."""
+        self._send_now()

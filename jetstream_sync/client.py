@@ -82,12 +82,14 @@ class Client:
     def __init__(self) -> None:
         self._lt = LoopThread("jetstream-sync")
         self._nc: _NatsClient = None  # type: ignore[assignment]  # set on the loop in _connect
-        self._outbox = AckOutbox(self)
+        # Queues of acks and publishes sent in bursts; flush/drain/close send them all.
+        self._batchers: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._closed = False
         self._closing = False
         self._close_lock = threading.Lock()
         # Live pull receivers: close() stops them first so their buffers are NAK'd.
         self._receivers: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._outbox = AckOutbox(self)
         self._listeners: Dict[str, List[Callable[[], None]]] = {e: [] for e in _EVENTS}
         self._user_cbs: Dict[str, Callable[..., Any]] = {}
         self._cb_thread: Optional[_CallbackThread] = None
@@ -278,8 +280,12 @@ class Client:
         _check_timeout(timeout)
         self._run(self._aflush(timeout), timeout + 1.0)
 
+    async def _send_batched(self) -> None:
+        for batcher in list(self._batchers):
+            await batcher.send_queued()
+
     async def _aflush(self, timeout: float) -> None:
-        await self._outbox.drain()
+        await self._send_batched()
         await self._nc.flush(timeout=timeout)
 
     def jetstream(self, *, domain: Optional[str] = None, api_prefix: Optional[str] = None, timeout: float = 5.0) -> Any:
@@ -308,7 +314,7 @@ class Client:
         tasks = [r.engine.shutdown("stop") for r in list(self._receivers) if r.engine is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=5.0)
-        await self._outbox.drain()
+        await self._send_batched()
         if not self._nc.is_closed:
             await self._nc.drain()
 
@@ -320,6 +326,9 @@ class Client:
             self._closing = True
         try:
             if self._nc is not None and self._lt.started and not self._lt._forked and not self._lt.in_loop_thread():
+                for batcher in list(self._batchers):  # publish_async: let its acks arrive
+                    if hasattr(batcher, "wait_complete"):
+                        batcher.wait_complete(timeout / 2)
                 receivers = list(self._receivers)
                 for receiver in receivers:  # NAK what was never handed out
                     receiver.stop(errors.ConnectionClosedError("the client was closed"))
@@ -338,7 +347,7 @@ class Client:
         if tasks:
             await asyncio.wait(tasks, timeout=timeout / 2)
         try:
-            await self._outbox.drain()
+            await self._send_batched()
         finally:
             if not self._nc.is_closed:
                 await self._nc.close()

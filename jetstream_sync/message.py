@@ -174,13 +174,16 @@ class Msg:
         """
         self._check_reply()
         self._check_not_acked()
-        client = self._require_client()
-        client.request(self.reply, ACK, timeout=timeout)
+        self._outbox()  # bound to a client?
+        self._client.request(self.reply, ACK, timeout=timeout)  # type: ignore[union-attr]
         self._acked = True
 
     def _terminal(self, payload: bytes) -> None:
-        self._check_reply()
-        self._check_not_acked()
+        # The hot path of every ack: checks inline, one call into the outbox.
+        if self._acked:
+            raise errors.MsgAlreadyAckedError(f"message {self.reply} was already acknowledged")
+        if not self.reply:
+            raise errors.NotJSMessageError("message has no reply subject to ack")
         self._outbox().put(self.reply, payload)
         self._acked = True
 
@@ -192,13 +195,11 @@ class Msg:
         if self._acked:
             raise errors.MsgAlreadyAckedError(f"message {self.reply} was already acknowledged")
 
-    def _require_client(self) -> "Client":
-        if self._client is None:
-            raise errors.NotJSMessageError("message is not bound to a client")
-        return self._client
-
     def _outbox(self) -> "AckOutbox":
-        return self._require_client()._outbox
+        client = self._client
+        if client is None:
+            raise errors.NotJSMessageError("message is not bound to a client")
+        return client._outbox
 
 
 class AckOutbox(Batcher):
@@ -217,6 +218,7 @@ class AckOutbox(Batcher):
         super().__init__(client._lt)
         self._client = client
         self.errors = 0
+        client._batchers.add(self)
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -260,8 +262,7 @@ class AckOutbox(Batcher):
         self.errors += count
         _log.warning("jetstream_sync: %d ack(s) not sent: %s", count, why)
 
-    async def drain(self) -> None:
-        """Publish everything queued now; runs on the loop thread."""
+    async def send_queued(self) -> None:
         if self._client._wire:
             self._send_now()
         else:

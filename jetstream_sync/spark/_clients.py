@@ -15,7 +15,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 import jetstream_sync as jss
 
-__all__ = ["shared_client", "close_all", "connect_options"]
+__all__ = ["shared_client", "close_all", "connect_options", "connection_settings"]
 
 _lock = threading.Lock()
 _clients: Dict[Tuple[Any, ...], jss.Client] = {}
@@ -30,6 +30,15 @@ _PASS_THROUGH = {
     "nkey": "nkeys_seed",
     "name": "name",
 }
+
+
+_CONNECTION_KEYS = {"servers", *_PASS_THROUGH}
+
+
+def connection_settings(options: Mapping[str, str]) -> Tuple[Tuple[str, str], ...]:
+    """The connection options among data-source options (lower-cased keys),
+    as a picklable, hashable tuple to ship to executors."""
+    return tuple(sorted((k, v) for k, v in options.items() if k in _CONNECTION_KEYS or k.startswith("tls.")))
 
 
 def connect_options(options: Mapping[str, str]) -> Dict[str, Any]:

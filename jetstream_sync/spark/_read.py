@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import jetstream_sync as jss
 
-from ._clients import shared_client
+from ._clients import connection_settings, shared_client
 
 _log = logging.getLogger("jetstream_sync.spark")
 
@@ -83,7 +83,7 @@ class ReadOptions:
             max_offsets_per_trigger=_int("maxOffsetsPerTrigger", o.get("maxoffsetspertrigger"), None),
             fetch_batch=_int("fetchBatch", o.get("fetchbatch"), 1000) or 1000,
             fetch_timeout=timeout,
-            settings=tuple(sorted((k, v) for k, v in o.items() if k in _CONNECTION_KEYS or k.startswith("tls."))),
+            settings=connection_settings(o),
         )
         for spec in (opts.starting, opts.ending):
             parse_offset(spec, stream)  # fail early on a malformed offset
@@ -92,9 +92,6 @@ class ReadOptions:
     @property
     def connection(self) -> Dict[str, str]:
         return dict(self.settings)
-
-
-_CONNECTION_KEYS = {"servers", "user", "password", "token", "creds", "nkey", "name"}
 
 
 def parse_offset(spec: str, stream: str) -> Optional[int]:

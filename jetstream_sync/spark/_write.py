@@ -10,7 +10,7 @@ from typing import Any, Callable, Deque, Dict, Iterable, Iterator, Mapping, Opti
 
 import jetstream_sync as jss
 
-from ._clients import shared_client
+from ._clients import connection_settings, shared_client
 
 _log = logging.getLogger("jetstream_sync.spark")
 
@@ -38,8 +38,6 @@ class WriteOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "WriteOptions":
-        from ._read import _CONNECTION_KEYS
-
         o = {k.lower(): v for k, v in options.items()}
         try:
             timeout = float(o.get("publishtimeout", "30"))
@@ -49,7 +47,7 @@ class WriteOptions:
             subject=o.get("subject") or None,
             timeout=timeout,
             msg_id_prefix=o.get("msgidprefix") or None,
-            settings=tuple(sorted((k, v) for k, v in o.items() if k in _CONNECTION_KEYS or k.startswith("tls."))),
+            settings=connection_settings(o),
         )
 
 

@@ -8,6 +8,8 @@ import pytest
 
 import jetstream_sync as jss
 
+from ..helpers import wait_until
+
 
 @pytest.mark.timeout(120)
 def test_100k_publishes_all_acked_in_order(js, stream):
@@ -70,3 +72,16 @@ def test_timeout_resolves_the_future(js, nc):
     fut = js.publish_async("blackhole2.x", b"1", timeout=0.3)
     with pytest.raises(jss.TimeoutError):
         fut.result(5)
+
+
+def test_flush_sends_queued_publishes_and_close_waits_for_their_acks(server, stream):
+    nc = jss.connect(server.url)
+    js = nc.jetstream()
+    subj = f"{stream.name.lower()}.c"
+    first = [js.publish_async(subj, b"1") for _ in range(10)]
+    nc.flush()  # no result() was asked for: flush alone must send them
+    wait_until(lambda: stream.info().state.messages == 10)
+    second = [js.publish_async(subj, b"2") for _ in range(10)]
+    nc.close()  # sends them and lets their acks arrive before closing
+    assert all(f.exception(timeout=0) is None for f in first + second)
+    assert stream.info().state.messages == 20
