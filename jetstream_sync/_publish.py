@@ -11,17 +11,19 @@ import logging
 import re
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Deque, Dict, Optional
+from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional
 
 import nats.errors as _nerr
 
-from . import errors
-from .client import translate
-from ._wire import Batcher, send_raw
+from . import errors, options
+from ._connection import translate
+from ._wire import Batcher
 from .models import PubAck
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .client import Client
+    from ._connection import Connection
+
+_log = logging.getLogger("jetstream_sync.publish")
 
 # ADR-22: retry a publish that met "no responders" (stream leader moving,
 # server restarting) a couple of times before failing.
@@ -29,8 +31,8 @@ RETRY_ATTEMPTS = 2
 RETRY_WAIT = 0.25
 DEFAULT_MAX_PENDING = 4000
 _SWEEP_INTERVAL = 0.1
-_HEADER_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_BAD_SUBJECT = re.compile(r"[\s]|^\.|\.$|\.\.")
+# The longest reply subject the publisher uses: its inbox prefix and a token.
+_REPLY_ROOM = len("_INBOX.") + 22 + 1 + 20
 
 
 def publish_headers(
@@ -75,39 +77,50 @@ def parse_puback(data: bytes) -> PubAck:
     return PubAck.from_response(resp)
 
 
-def _is_no_responders(msg: Any) -> bool:
-    hdrs = msg.headers
-    return bool(hdrs) and hdrs.get("Status") == "503" and not msg.data
-
-
 async def publish_with_retry(
-    client: "Client", subject: str, data: bytes, headers: Optional[Dict[str, str]], timeout: float
+    conn: "Connection", subject: str, data: bytes, headers: Optional[Dict[str, str]], timeout: float
 ) -> PubAck:
     """One JetStream publish as request/reply, retried on 503 (ADR-22)."""
-    nc = client._nc
     for attempt in range(RETRY_ATTEMPTS + 1):
         try:
-            msg = await nc.request(subject, data, timeout=timeout, headers=headers)
-        except _nerr.NoRespondersError:
+            msg = await conn.request(subject, data, timeout, headers)
+        except _nerr.NoRespondersError as exc:
             if attempt == RETRY_ATTEMPTS:
-                raise errors.NoRespondersError(f"no stream answered a publish to {subject!r}") from None
+                raise errors.NoRespondersError(f"no stream answered a publish to {subject!r}") from exc
             await asyncio.sleep(RETRY_WAIT)
             continue
-        except _nerr.TimeoutError:
-            raise errors.TimeoutError(f"no publish acknowledgement for {subject!r} within {timeout}s") from None
+        except _nerr.TimeoutError as exc:
+            raise errors.TimeoutError(f"no publish acknowledgement for {subject!r} within {timeout}s") from exc
         except _nerr.Error as exc:
-            raise translate(exc) from None
+            raise translate(exc) from exc
         return parse_puback(msg.data)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-class _Pending:
-    __slots__ = ("subject", "data", "headers", "future", "deadline", "attempt")
+def check_publish(conn: "Connection", subject: str, payload: bytes, headers: Optional[Dict[str, str]]) -> bytes:
+    """Validate a publish in the calling thread; returns its header block (b"" if none).
 
-    def __init__(self, subject: str, data: bytes, headers: Optional[Dict[str, str]], future: Any, deadline: float):
+    Anything the server would answer with -ERR (and so close the shared
+    connection) is refused here: bad subjects or headers, oversize payloads,
+    control lines over the server's limit.
+    """
+    options.subject(subject)
+    hdr = options.header_block(headers) if headers else b""
+    options.control_line(subject, "x" * _REPLY_ROOM)
+    options.payload_size(len(hdr) + len(payload), conn.max_payload)
+    return hdr
+
+
+class _Pending:
+    __slots__ = ("subject", "data", "headers", "hdr", "future", "deadline", "attempt")
+
+    def __init__(
+        self, subject: str, data: bytes, headers: Optional[Dict[str, str]], hdr: bytes, future: Any, deadline: float
+    ):
         self.subject = subject
         self.data = data
         self.headers = headers
+        self.hdr = hdr  # the header block, built and checked in the caller's thread
         self.future = future
         self.deadline = deadline
         self.attempt = 0
@@ -173,178 +186,200 @@ class PubAckFuture(concurrent.futures.Future):  # type: ignore[type-arg]
             if self._exception is not None:
                 raise self._exception
             return self._result  # type: ignore[return-value]
-        self._publisher.kick()
+        self._publisher.kick_quietly()
         return super().result(timeout)  # type: ignore[no-any-return]
 
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
         if self._state == _FINISHED:
             return self._exception
-        self._publisher.kick()
+        self._publisher.kick_quietly()
         return super().exception(timeout)
 
 
 class AsyncPublisher(Batcher):
-    """Pipelined JetStream publishes with a bounded window.
+    """Pipelined JetStream publishes with a bounded window; one per connection.
 
     User threads queue publishes (blocking only while ``max_pending`` are in
-    flight). The loop thread is not woken per call: queued publishes go out
-    per ``BATCH``, when a caller waits (a result, the window, completion),
-    or after ``DELAY`` seconds. They are sent with replies on one wildcard
-    inbox, and each Future is resolved with its PubAck.
+    flight, each caller at most its own timeout). The loop thread is not
+    woken per call: queued publishes go out per ``BATCH``, when a caller
+    waits (a result, the window, completion), or after ``DELAY`` seconds.
+    They are sent with replies on one wildcard inbox, and each Future is
+    resolved with its PubAck or an error — also when the connection closes.
+
+    Threads: ``_queue`` (a deque) is appended by user threads and drained by
+    the loop; ``_submitted`` / ``_closed`` change under ``_cond``;
+    ``_completed`` and ``_inflight`` belong to the loop thread (and to
+    :meth:`fail_all` once the loop has stopped).
     """
 
     BATCH = 64
     DELAY = 0.002
 
-    def __init__(self, client: "Client", max_pending: int = DEFAULT_MAX_PENDING) -> None:
-        if max_pending < 1:
-            raise errors.InvalidOptionError("max_pending must be >= 1")
-        super().__init__(client._lt)
-        self._client = client
-        client._batchers.add(self)
-        self._max = max_pending
-        # Wake blocked publishers once half the window is free, not per ack.
-        self._low_water = max_pending // 2
+    def __init__(self, conn: "Connection", max_pending: int = DEFAULT_MAX_PENDING) -> None:
+        super().__init__(conn.loop_thread)
+        self._conn = conn
+        self._max = self._check_max(max_pending)
         self._inflight: Dict[bytes, _Pending] = {}
         self._prefix = b""
-        self._sub: Any = None
-        self._sweeper: Optional["asyncio.Task[None]"] = None
+        self._sid: Optional[int] = None
+        self._sweep_handle: Optional[asyncio.TimerHandle] = None
         self._next_id = 0
-        # submitted is written by user threads (under _lock), completed only by
-        # the loop thread; their difference is what is in flight.
-        self._lock = threading.Lock()
         self._submitted = 0
         self._completed = 0
-        self._cond = threading.Condition()
+        self._closed = False
+        self._cond = threading.Condition(threading.Lock())
         self._waiters = 0
         self._setup_lock = threading.Lock()
-        client._add_listener("closed", self._on_closed)
+        conn.add_listener("closed", self._on_closed)
+
+    @staticmethod
+    def _check_max(max_pending: Any) -> int:
+        if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
+            raise errors.InvalidOptionError(f"max_pending must be an integer >= 1, got {max_pending!r}")
+        return max_pending
+
+    @property
+    def max_pending(self) -> int:
+        return self._max
+
+    def set_max_pending(self, max_pending: int) -> None:
+        """Resize the window (any time; a smaller window applies to later calls)."""
+        with self._cond:
+            self._max = self._check_max(max_pending)
+            self._cond.notify_all()
 
     @property
     def pending(self) -> int:
         """Publishes queued or awaiting their PubAck."""
         return self._submitted - self._completed
 
+    def kick_quietly(self) -> None:
+        """kick(), but a closed or forked connection is not the caller's error here."""
+        try:
+            self.kick()
+        except errors.JetStreamError:
+            pass
+
     def publish(
-        self, subject: str, data: bytes, headers: Optional[Dict[str, str]], timeout: float
+        self, subject: str, data: bytes, headers: Optional[Dict[str, str]], hdr: bytes, timeout: float
     ) -> "concurrent.futures.Future[PubAck]":
-        client = self._client
-        client._check_open()
-        if self._sub is None:
+        conn = self._conn
+        conn.check()
+        if self._sid is None:
             self._setup()
-        with self._lock:
-            if self._submitted - self._completed >= self._max:
-                self.kick()
-                if not self._wait(lambda: self._submitted - self._completed < self._max, timeout):
-                    raise errors.TimeoutError(f"publish_async window full for {timeout}s: acks are not coming back")
-            self._submitted += 1
+        deadline = time.monotonic() + timeout
         future = PubAckFuture(self)
-        self._queue.append(_Pending(subject, data, headers, future, time.monotonic() + timeout))
+        entry = _Pending(subject, data, headers, hdr, future, deadline)
+        with self._cond:
+            if self._submitted - self._completed >= self._max:
+                self.kick_quietly()
+                self._waiters += 1
+                try:
+                    ok = self._cond.wait_for(
+                        lambda: self._closed or self._submitted - self._completed < self._max,
+                        deadline - time.monotonic(),
+                    )
+                finally:
+                    self._waiters -= 1
+                if not ok:
+                    raise errors.TimeoutError(
+                        f"publish_async window ({self._max}) full for {timeout}s: acks are not coming back"
+                    )
+            if self._closed:
+                raise errors.ConnectionClosedError("the client is closed")
+            self._submitted += 1
+            self._queue.append(entry)
         try:
             self.queued()
-        except errors.JetStreamError as exc:  # the loop is gone: fail it here
-            self._fail(self._queue.pop(), exc)
+        except errors.JetStreamError as exc:  # the loop is gone: fail this one here
+            try:
+                self._queue.remove(entry)
+            except ValueError:
+                pass  # taken by the loop or by fail_all, which resolve it
+            else:
+                self._done(entry, None, exc)
         return future
 
     def wait_complete(self, timeout: Optional[float]) -> bool:
-        self.kick()
-        return self._wait(lambda: self._submitted == self._completed, timeout)
-
-    def _wait(self, predicate: Any, timeout: Optional[float]) -> bool:
+        self.kick_quietly()
         with self._cond:
             self._waiters += 1
             try:
-                return self._cond.wait_for(predicate, timeout)
+                return self._cond.wait_for(lambda: self._submitted == self._completed, timeout)
             finally:
                 self._waiters -= 1
 
     def _setup(self) -> None:
-        """The reply subscription and the timeout sweeper, on first use."""
+        """The reply subscription, on first use."""
         with self._setup_lock:
-            if self._sub is None:
-                self._client._run(self._asetup(), 10.0)
+            if self._sid is None:
+                self._conn.run(self._asetup(), 10.0)
 
     async def _asetup(self) -> None:
-        client = self._client
-        nc = client._nc
-        prefix = nc.new_inbox() + "."
-        if client._wire:
-            sub = await nc.subscribe(prefix + "*")
-            client._dispatcher.register(sub._id, self._on_reply_raw)
-        else:
-            sub = await nc.subscribe(prefix + "*", cb=self._on_reply)
+        conn = self._conn
+        prefix = conn.new_inbox() + "."
         self._prefix = prefix.encode()
-        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
-        self._sub = sub
+        self._sid = await conn.subscribe(prefix + "*", self._on_reply)
 
     # -- loop side ------------------------------------------------------------
 
     def _send(self, queue: Deque[_Pending]) -> None:
-        client = self._client
-        if not client._wire:
-            client._lt.loop.create_task(self._publish_each()).add_done_callback(_log_failure)
+        conn = self._conn
+        if not conn.fast:
+            conn.loop_thread.loop.create_task(self._publish_each())
             return
         parts = []
         sent = []
         prefix = self._prefix
-        inflight = self._inflight
         while queue:
             entry = queue.popleft()
             token = self._track(entry)
             sent.append(token)
             parts.append(_command(entry, prefix + token))
-        if not send_raw(client._nc, b"".join(parts)):
+        if not conn.send_commands(b"".join(parts)):
             exc = errors.ConnectionClosedError("cannot publish: the connection is closed or its buffer is full")
             for token in sent:
-                entry = inflight.pop(token, None)
+                entry = self._inflight.pop(token, None)
                 if entry is not None:
                     self._fail(entry, exc)
 
     def _track(self, entry: _Pending) -> bytes:
-        """A reply token for ``entry``, awaiting its PubAck."""
+        """A reply token for ``entry``, awaiting its PubAck; arms the sweeper."""
         self._next_id += 1
         token = b"%d" % self._next_id
         self._inflight[token] = entry
+        if self._sweep_handle is None:
+            self._sweep_handle = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL, self._sweep)
         return token
 
     async def send_queued(self) -> None:
-        if self._client._wire:
+        if self._conn.fast:
             self._send_now()
         else:
             await self._publish_each()
 
     async def _publish_each(self) -> None:
         """Without the fast paths: one nats-py publish per message."""
-        nc = self._client._nc
+        nc = self._conn.nc
         queue = self._queue
         while queue:
             entry = queue.popleft()
             token = self._track(entry)
             try:
+                if nc is None:
+                    raise errors.ConnectionClosedError("not connected")
                 await nc.publish(entry.subject, entry.data, reply=(self._prefix + token).decode(), headers=entry.headers)
             except Exception as exc:
                 if self._inflight.pop(token, None) is not None:
                     self._fail(entry, translate(exc))
 
-    def _on_reply_raw(self, subject: bytes, reply: bytes, data: bytes, headers: Optional[bytes]) -> None:
+    def _on_reply(self, subject: bytes, reply: bytes, data: bytes, headers: Optional[bytes]) -> None:
         entry = self._inflight.pop(subject[len(self._prefix) :], None)
         if entry is None:
             return  # timed out already
         if not data and headers is not None and headers.startswith(b"NATS/1.0 503"):
             self._no_responders(entry)
             return
-        self._resolve(entry, data)
-
-    async def _on_reply(self, msg: Any) -> None:
-        entry = self._inflight.pop(msg.subject[len(self._prefix) :].encode(), None)
-        if entry is None:
-            return
-        if _is_no_responders(msg):
-            self._no_responders(entry)
-            return
-        self._resolve(entry, msg.data)
-
-    def _resolve(self, entry: _Pending, data: bytes) -> None:
         try:
             ack = parse_puback(data)
         except errors.JetStreamError as exc:
@@ -361,26 +396,37 @@ class AsyncPublisher(Batcher):
 
     def _resend(self, entry: _Pending) -> None:
         self._queue.appendleft(entry)
-        self.kick()
+        self.kick_quietly()
 
-    async def _sweep(self) -> None:
-        while True:
-            await asyncio.sleep(_SWEEP_INTERVAL)
-            now = time.monotonic()
-            expired = [t for t, e in self._inflight.items() if e.deadline <= now]
-            for token in expired:
-                entry = self._inflight.pop(token)
-                self._fail(entry, errors.TimeoutError(f"no publish acknowledgement for {entry.subject!r}"))
+    def _sweep(self) -> None:
+        """Time out overdue publishes; re-armed only while some are in flight."""
+        self._sweep_handle = None
+        now = time.monotonic()
+        expired = [t for t, e in self._inflight.items() if e.deadline <= now]
+        for token in expired:
+            entry = self._inflight.pop(token)
+            self._fail(entry, errors.TimeoutError(f"no publish acknowledgement for {entry.subject!r}"))
+        if self._inflight:
+            self._sweep_handle = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL, self._sweep)
 
     def _on_closed(self) -> None:
-        exc = errors.ConnectionClosedError("connection closed before the publish was acknowledged")
-        pending = list(self._inflight.values()) + list(self._queue)
-        self._inflight.clear()
-        self._queue.clear()
+        self.fail_all(errors.ConnectionClosedError("connection closed before the publish was acknowledged"))
+
+    def fail_all(self, exc: BaseException) -> None:
+        """Resolve everything queued or in flight with ``exc`` and refuse new
+        publishes (the connection is closed; the loop has stopped or is the caller)."""
+        with self._cond:
+            self._closed = True
+            pending: List[_Pending] = list(self._inflight.values())
+            self._inflight.clear()
+            while self._queue:
+                pending.append(self._queue.popleft())
+            self._cond.notify_all()
+        if self._sweep_handle is not None:
+            self._sweep_handle.cancel()
+            self._sweep_handle = None
         for entry in pending:
             self._fail(entry, exc)
-        if self._sweeper is not None:
-            self._sweeper.cancel()
 
     def _fail(self, entry: _Pending, exc: BaseException) -> None:
         self._done(entry, None, exc)
@@ -394,42 +440,17 @@ class AsyncPublisher(Batcher):
                 future.set_result(ack)
         except concurrent.futures.InvalidStateError:  # cancelled by the user meanwhile
             pass
-        self._completed += 1
-        if self._waiters and self._submitted - self._completed <= self._low_water:
-            with self._cond:
+        with self._cond:
+            self._completed += 1
+            # Wake blocked publishers once half the window is free, not per ack.
+            if self._waiters and self._submitted - self._completed <= self._max // 2:
                 self._cond.notify_all()
 
 
 def _command(entry: _Pending, reply: bytes) -> bytes:
     """The PUB (or HPUB) line of a queued publish."""
     subject, data = entry.subject.encode(), entry.data
-    if entry.headers is None:
+    hdr = entry.hdr
+    if not hdr:
         return b"PUB %s %s %d\r\n%s\r\n" % (subject, reply, len(data), data)
-    hdr = header_block(entry.headers)
     return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject, reply, len(hdr), len(hdr) + len(data), hdr, data)
-
-
-def header_block(headers: Dict[str, str]) -> bytes:
-    """``NATS/1.0`` header block; keys and values checked as nats-py does."""
-    lines = [b"NATS/1.0\r\n"]
-    for key, value in headers.items():
-        key = key.strip()
-        if not key:
-            continue
-        if not _HEADER_KEY.fullmatch(key):
-            raise errors.InvalidOptionError(f"invalid header name {key!r}")
-        lines.append(b"%s: %s\r\n" % (key.encode(), value.strip().replace("\r", " ").replace("\n", " ").encode()))
-    lines.append(b"\r\n")
-    return b"".join(lines)
-
-
-def check_subject(subject: Any) -> str:
-    """A publishable subject (checked here because raw sends skip nats-py's check)."""
-    if not isinstance(subject, str) or not subject or _BAD_SUBJECT.search(subject):
-        raise errors.InvalidOptionError(f"invalid subject {subject!r}")
-    return subject
-
-
-def _log_failure(task: "asyncio.Task[None]") -> None:
-    if not task.cancelled() and task.exception() is not None:
-        logging.getLogger("jetstream_sync").error("publish_async sender failed", exc_info=task.exception())

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Tu
 import janus
 
 from . import errors
-from ._wire import pub_command, send_raw
+from ._connection import Resource
 from .message import NAK, Msg, parse_header_block
 from .options import (
     ConsumeOptions,
@@ -39,16 +41,32 @@ from .options import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .consumer import Consumer
+    from ._connection import Connection
 
-_log = logging.getLogger("jetstream_sync")
+_log = logging.getLogger("jetstream_sync.pull")
 monotonic = time.monotonic
 
-# nats-py's slow-consumer limits would drop messages silently past these; the
-# engine bounds what it asks for, so keep nats-py out of the way.
-_SUB_LIMITS = dict(pending_msgs_limit=0, pending_bytes_limit=0)
 _LIMIT_BACKOFF_START = 1.0
 _SHUTDOWN_FLUSH = 5.0
+# Slow start: the first pulls ask for at most this many messages, until the
+# caller's pace is known (a slow handler must not hold more than it can take
+# within AckWait); the cap doubles each time a caller finds the buffer empty.
+_START_CAP = 100
+# Hold no more than the caller takes in this share of AckWait.
+_ACK_WAIT_SHARE = 0.5
+_PACE_WEIGHT = 0.2  # EWMA weight of a new pace sample
+
+
+@dataclass(frozen=True)
+class PullTarget:
+    """Where an engine pulls from: the consumer's subjects and its AckWait."""
+
+    stream: str
+    consumer: str
+    pull_subject: str  # $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>
+    info_subject: str  # $JS.API.CONSUMER.INFO.<stream>.<consumer>
+    ack_wait: Optional[float]  # seconds; None when acks are off
+    api_timeout: float
 
 
 @dataclass
@@ -62,6 +80,7 @@ class PullStats:
     reconnects: int = 0
     transient_errors: int = 0  # reported to the error handler (or logged)
     nakd_on_stop: int = 0  # buffered, never handed out, NAK'd by stop()
+    nakd_overflow: int = 0  # arrived beyond max_messages/max_bytes (stale pulls), NAK'd
     buffered_high_water: int = 0  # most messages received and not yet handed out
     buffered_bytes_high_water: int = 0  # the same in bytes (max_bytes mode only)
     statuses: Dict[str, int] = field(default_factory=dict)  # "408 Request Timeout" -> count
@@ -90,22 +109,25 @@ _WAKE = object()  # queue item: re-check state (stop() wakes the thread blocked 
 OPEN, DRAINING, STOPPED = "open", "draining", "stopped"
 
 
-class Receiver:
+class Receiver(Resource):
     """User side: the buffer of received messages and the blocking take().
 
     Threads share one buffer. One of them at a time blocks on the janus queue
-    for the next chunk; the others wait on a condition for the buffer to
-    fill, so a chunk is shared out instead of parked with one thread.
+    for the next chunk (the leader); the others wait on a condition for the
+    buffer to fill, so a chunk is shared out instead of parked with one
+    thread. Whatever ends the leader's wait — a chunk, an error, Ctrl-C —
+    wakes a follower to lead next.
     """
 
-    def __init__(self, consumer: "Consumer", error_handler: Optional[Callable[[BaseException], Any]] = None) -> None:
-        self._client = consumer._js._client
+    def __init__(
+        self, conn: "Connection", error_handler: Optional[Callable[[BaseException], Any]] = None, wait: float = 5.0
+    ) -> None:
+        self._conn = conn
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._buf: Deque[Msg] = collections.deque()
         self._state = OPEN
         self._end: Optional[_End] = None
-        self._end_raised = False
         self._stop_error: Optional[BaseException] = None
         self._fetching = False
         self._followers = 0
@@ -114,21 +136,29 @@ class Receiver:
         self.stats = PullStats()
         self.taken_bytes = 0  # bytes handed out (max_bytes mode)
         self.error_handler = error_handler
+        self.stop_wait = wait  # how long stop() waits for the engine to finish
         self._queue: Any = None  # janus sync side, set by the engine
         self.closed_event = threading.Event()
         self.engine: Any = None
+        # Pace of the callers: EWMA of seconds between messages handed out
+        # from a non-empty buffer (the engine caps its buffer by it).
+        self.pace = 0.0
+        self._last_pop = 0.0
 
     # -- taking -------------------------------------------------------------
 
     def take(self, timeout: Optional[float], credit: bool = True) -> Msg:
         """The next message. Raises TimeoutError after ``timeout`` seconds,
-        the terminal error once, then :class:`_Finished` when there is no more."""
+        the terminal error (to every caller, every time), then
+        :class:`_Finished` when there is no more."""
+        self._conn.check_fork()
         deadline = None if timeout is None else monotonic() + timeout
         lock = self._lock
         lock.acquire()
         try:
             if self._state is OPEN:
                 self.engine.want_more()  # refills are driven by the user asking (ADR-37)
+            waited = False
             while True:
                 if self._state is STOPPED:
                     if self._stop_error is not None:
@@ -137,19 +167,20 @@ class Receiver:
                 buf = self._buf
                 if buf:
                     msg = buf.popleft()
+                    self._pace(waited)
                     if credit:
                         self._credit(msg)
                     if buf and self._followers:
                         self._cond.notify()
                     return msg
                 if self._end is not None:
-                    if self._end.error is not None and not self._end_raised:
-                        self._end_raised = True
+                    if self._end.error is not None:
                         raise self._end.error
                     raise _Finished()
                 remaining = None if deadline is None else deadline - monotonic()
                 if remaining is not None and remaining <= 0:
                     raise errors.TimeoutError("no message within %.3fs" % timeout)
+                waited = True
                 self.waiting += 1
                 if self.waiting == 1:
                     self.wait_since = monotonic()
@@ -164,11 +195,13 @@ class Receiver:
                     self._fetching = True
                     lock.release()
                     try:
-                        self._client._outbox.kick()  # acks go out before we sleep
+                        self._conn.outbox.kick()  # acks go out before we sleep
                         item = self._get(remaining)
                     finally:
                         lock.acquire()
                         self._fetching = False
+                        if self._followers:  # even on Ctrl-C: someone else leads now
+                            self._cond.notify()
                 finally:
                     self.waiting -= 1
                 report = self._absorb(item)
@@ -182,6 +215,18 @@ class Receiver:
                         lock.acquire()
         finally:
             lock.release()
+
+    def _pace(self, waited: bool) -> None:
+        """Sample the callers' pace (lock held): only takes that found the
+        buffer non-empty say how fast messages are consumed."""
+        now = monotonic()
+        if waited:
+            if self.engine is not None:
+                self.engine.caller_waited()
+        elif self._last_pop:
+            sample = now - self._last_pop
+            self.pace = sample if not self.pace else self.pace + _PACE_WEIGHT * (sample - self.pace)
+        self._last_pop = now
 
     def _get(self, timeout: Optional[float]) -> Any:
         try:
@@ -223,7 +268,7 @@ class Receiver:
         try:
             handler(exc)
         except Exception:
-            _log.exception("jetstream_sync: error handler raised")
+            _log.exception("error handler raised")
 
     # -- ending ---------------------------------------------------------------
 
@@ -242,9 +287,22 @@ class Receiver:
         self.nak(leftover)
         if self._queue is not None:
             self._queue.put_nowait(_WAKE)  # the thread blocked on the queue re-checks state
-        if self.engine is not None and not self._client._closed:
-            self._client._lt.call_soon(self.engine.shutdown, "stop")
+        engine = self.engine
+        if engine is not None and not self._conn.closing:
+            try:
+                self._conn.call_soon(engine.shutdown, "stop")
+            except errors.JetStreamError:
+                self.closed_event.set()  # no loop to finish on: nothing more will come
+        elif engine is None or self._conn.closed:
+            self.closed_event.set()
         return True
+
+    def wait_closed(self, timeout: Optional[float]) -> bool:
+        """Block until the engine has finished (NAKs written), unless called
+        from the loop thread."""
+        if self._conn.loop_thread.in_loop_thread():
+            return self.closed_event.is_set()
+        return self.closed_event.wait(timeout)
 
     def drain(self) -> bool:
         with self._lock:
@@ -252,7 +310,10 @@ class Receiver:
                 return False
             self._state = DRAINING
         if self.engine is not None:
-            self._client._lt.call_soon(self.engine.shutdown, "drain")
+            try:
+                self._conn.call_soon(self.engine.shutdown, "drain")
+            except errors.JetStreamError:
+                self.stop()
         return True
 
     @property
@@ -265,10 +326,22 @@ class Receiver:
 
     def nak(self, msgs: List[Msg]) -> None:
         """NAK messages never handed out, so the server redelivers them at once."""
-        if not msgs or self._client._closed:
+        if not msgs or self._conn.closed or self._conn.forked:
             return
         self.stats.nakd_on_stop += len(msgs)
-        self._client._outbox.put_many([(m.reply, NAK) for m in msgs])
+        self._conn.outbox.put_many([(m.reply, NAK) for m in msgs])
+
+    # -- the connection closing (Resource) ----------------------------------------
+
+    def connection_closing(self, error: BaseException) -> None:
+        self.stop(error)
+        if self._conn.closed:
+            self.closed_event.set()
+
+    async def connection_shutdown(self) -> None:
+        engine = self.engine
+        if engine is not None:
+            await engine.shutdown("stop")
 
 
 class _Finished(Exception):
@@ -277,24 +350,28 @@ class _Finished(Exception):
 
 class _Engine:
     """What the continuous and the one-shot engines share: the subscription,
-    chunked hand-off, status parsing."""
+    chunked hand-off, status parsing, the consumer check. Loop thread only,
+    except where a method says "user side"."""
 
-    def __init__(self, consumer: "Consumer", receiver: Receiver) -> None:
-        js = consumer._js
-        self._client = js._client
+    def __init__(self, conn: "Connection", receiver: Receiver, target: PullTarget) -> None:
+        self._conn = conn
         self._receiver = receiver
         self._lock = receiver._lock
         self._stats = receiver.stats
-        self._pull_subject = f"{js.api_prefix}.CONSUMER.MSG.NEXT.{consumer.stream_name}.{consumer.name}"
+        self._target = target
+        self._pull_subject = target.pull_subject
         self._q: "janus.Queue[Any]" = None  # type: ignore[assignment]
-        self._sub: Any = None
+        self._sid: Optional[int] = None
         self._inbox = ""
         self._chunk: Optional[List[Msg]] = None
         self._watch = Watchdog(0.0)
+        self._started = False
         self._done = False
         self._nak_arrivals = False
         self._timer: Optional[asyncio.TimerHandle] = None
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self._checking = False  # a consumer check or alarm confirmation is running
+        self._remove_perm: Optional[Callable[[], None]] = None
         # Received so far; with what the user took, the size of the buffer.
         self._recv_msgs = 0
         self._recv_bytes = 0
@@ -305,16 +382,16 @@ class _Engine:
         self._loop = asyncio.get_running_loop()
         self._q = janus.Queue()
         self._receiver._queue = self._q.sync_q
-        client = self._client
-        nc = client._nc
-        self._inbox = nc.new_inbox()
-        if client._wire:
-            # No callback: messages never enter nats-py's queue; the
-            # dispatcher hands them to _on_raw as they are parsed.
-            self._sub = await nc.subscribe(self._inbox, **_SUB_LIMITS)
-            client._dispatcher.register(self._sub._id, self._on_raw)
-        else:
-            self._sub = await nc.subscribe(self._inbox, cb=self._cb, **_SUB_LIMITS)
+        self._inbox = self._conn.new_inbox()
+        self._sid = await self._conn.subscribe(self._inbox, self._on_raw)
+        self._remove_perm = self._conn.watch_permission(self._pull_subject, self._denied)
+        self._started = True
+
+    def _denied(self, err: BaseException) -> None:
+        self._end_with(err)
+
+    def _end_with(self, err: BaseException) -> None:
+        raise NotImplementedError
 
     def _on_raw(self, subject: bytes, reply: bytes, data: bytes, hdrs: Optional[bytes]) -> None:
         self._watch.last = monotonic()
@@ -323,21 +400,10 @@ class _Engine:
             code, _, desc = hdrs[9:end].decode(errors="replace").partition(" ")
             self._on_status(code, desc.strip(), parse_header_block(hdrs) or {})
             return
-        self._on_user(Msg(subject.decode(), reply.decode(), data, None, self._client, hdrs))
-
-    async def _cb(self, m: Any) -> None:
-        """nats-py callback, used only when the fast dispatch is unavailable."""
-        self._watch.last = monotonic()
-        hdrs = m.headers
-        if hdrs is not None and not m.reply and not m.data and "Status" in hdrs:
-            # nats-py folds the next header line into a missing description (503).
-            desc = hdrs.get("Description", "").split("\n", 1)[0].strip()
-            self._on_status(hdrs["Status"], desc, hdrs)
-            return
-        self._on_user(Msg(m.subject, m.reply, m.data, hdrs, self._client))
+        self._on_user(Msg(subject.decode(), reply.decode(), data, None, self._conn, hdrs))
 
     def _on_user(self, msg: Msg) -> None:
-        if self._nak_arrivals or self._done:
+        if self._nak_arrivals or self._done or self._overflows(msg):
             self._receiver.nak([msg])
             return
         self._recv_msgs += 1
@@ -350,6 +416,9 @@ class _Engine:
             self._loop.call_soon(self._flush)
         else:
             chunk.append(msg)
+
+    def _overflows(self, msg: Msg) -> bool:
+        return False
 
     def _on_user_msg(self, msg: Msg) -> None:
         pass
@@ -385,17 +454,9 @@ class _Engine:
 
     def _send_pull(self, body: bytes) -> None:
         self._stats.pulls += 1
-        client = self._client
-        if client._wire:
-            if not send_raw(client._nc, pub_command(self._pull_subject, self._inbox, body)):
-                _log.debug("jetstream_sync: pull request not sent: connection closed")
-            return
-        task = self._loop.create_task(client._nc.publish(self._pull_subject, body, reply=self._inbox))
-        task.add_done_callback(self._pull_sent)
-
-    def _pull_sent(self, task: "asyncio.Task[None]") -> None:
-        if not task.cancelled() and task.exception() is not None:
-            _log.debug("jetstream_sync: pull request not sent: %r", task.exception())
+        self._conn.outbox.send_now()  # acks and NAKs queued before this pull go first
+        if not self._conn.send_pub(self._pull_subject, self._inbox, body):
+            _log.debug("pull request not sent: connection closed")
 
     def _finish(self, error: Optional[BaseException]) -> None:
         """Hand over what is buffered, then the end marker (loop thread)."""
@@ -406,10 +467,21 @@ class _Engine:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._q.async_q.put_nowait(_End(error))
+        if self._remove_perm is not None:
+            self._remove_perm()
+            self._remove_perm = None
+        if self._q is not None:
+            self._q.async_q.put_nowait(_End(error))
+
+    def _closed(self) -> None:
+        """Loop thread: everything is written; wake whoever waits in stop()."""
+        self._conn.unregister(self._receiver)
+        self._receiver.closed_event.set()
 
     def _nak_queued(self) -> None:
         """NAK every chunk still in the hand-off queue (stop)."""
+        if self._q is None:
+            return
         q = self._q.async_q
         keep = []
         while True:
@@ -419,43 +491,58 @@ class _Engine:
                 break
             if isinstance(item, list):
                 self._receiver.nak(item)
-            elif not isinstance(item, (_Report,)) and item is not _WAKE:
+            elif not isinstance(item, _Report) and item is not _WAKE:
                 keep.append(item)
         for item in keep:
             q.put_nowait(item)
 
     async def _unsubscribe(self, drain: bool) -> None:
-        sub, self._sub = self._sub, None
-        if sub is None:
-            return
-        try:
-            await self._unsubscribe_sub(sub, drain)
-        finally:
-            if self._client._dispatcher is not None:
-                self._client._dispatcher.unregister(sub._id)
+        sid, self._sid = self._sid, None
+        if sid is not None:
+            await self._conn.unsubscribe(sid, drain, _SHUTDOWN_FLUSH)
 
-    async def _unsubscribe_sub(self, sub: Any, drain: bool) -> None:
-        if self._client._nc.is_closed:
+    # -- the consumer check ----------------------------------------------------------
+
+    def _check_consumer(self, then: Optional[Callable[[], None]] = None) -> None:
+        """Ask for the consumer's info; "consumer (or stream) not found" ends
+        this engine with ConsumerDeletedError. One check at a time."""
+        if self._checking or self._done:
             return
+        self._checking = True
+        self._loop.create_task(self._acheck_consumer(then))
+
+    async def _acheck_consumer(self, then: Optional[Callable[[], None]]) -> None:
+        gone = False
         try:
-            if drain:
-                # UNSUB, then a round trip: whatever the server sent before it
-                # still reaches the callback instead of being dropped. No
-                # wait_for: its extra task would let later publishes overtake
-                # the UNSUB on the wire.
-                async with asyncio.timeout(_SHUTDOWN_FLUSH):
-                    await sub.drain()
-            else:
-                await sub.unsubscribe()
-        except Exception as exc:  # connection going away; nothing more will arrive
-            _log.debug("jetstream_sync: unsubscribe: %r", exc)
+            msg = await self._conn.request(self._target.info_subject, b"", self._target.api_timeout)
+            err = json.loads(msg.data).get("error")
+            gone = bool(err) and int(err.get("err_code") or 0) in (
+                errors.ErrorCode.CONSUMER_NOT_FOUND,
+                errors.ErrorCode.STREAM_NOT_FOUND,
+            )
+        except Exception as exc:  # JetStream down, timeouts: not proof it is gone
+            _log.debug("consumer check on %s: %r", self._target.info_subject, exc)
+        finally:
+            self._checking = False
+        if gone:
+            t = self._target
+            self._end_with(errors.ConsumerDeletedError(409, f"Consumer Deleted ({t.stream}/{t.consumer} not found)"))
+        elif then is not None and not self._done:
+            then()
+
+    async def _traffic_since(self, since: float, wait: float) -> bool:
+        """After a missed-heartbeat alarm: a PING round trip (bounded by
+        ``wait``) lets data already sent by the server be read first; True if
+        anything arrived for this pull meanwhile (a false alarm)."""
+        await self._conn.round_trip(min(max(wait / 4, 0.1), 1.0))
+        return self._watch.last > since
 
 
 class PullEngine(_Engine):
     """Continuous pull for one MessagesContext / ConsumeContext (ADR-37 consume)."""
 
-    def __init__(self, consumer: "Consumer", receiver: Receiver, opts: ConsumeOptions) -> None:
-        super().__init__(consumer, receiver)
+    def __init__(self, conn: "Connection", receiver: Receiver, target: PullTarget, opts: ConsumeOptions) -> None:
+        super().__init__(conn, receiver, target)
         self.opts = opts
         self._pending_msgs = 0
         self._pending_bytes = 0
@@ -470,23 +557,31 @@ class PullEngine(_Engine):
         self._body_cache: Dict[Tuple[int, int], bytes] = {}
         self._count_bytes = bool(opts.max_bytes)
         self._shutdown_task: Optional["asyncio.Task[None]"] = None
+        # The most messages held at once: slow start, then what the callers
+        # take within a share of AckWait (user side, under the receiver lock).
+        self._cap = min(opts.max_messages, _START_CAP) if target.ack_wait and not opts.bytes_mode else opts.max_messages
 
     async def start(self) -> None:
+        if self._receiver.state is STOPPED:  # stopped (or the client closed) before it started
+            self._loop = asyncio.get_running_loop()
+            self._done = True
+            self._closed()
+            return
         await self._subscribe()
-        client = self._client
-        self._connected = client._nc.is_connected
+        conn = self._conn
+        self._connected = conn.is_connected
         self._listeners = [
-            client._add_listener("disconnected", self._on_disconnected),
-            client._add_listener("reconnected", self._on_reconnected),
-            client._add_listener("closed", self._on_closed),
+            conn.add_listener("disconnected", self._on_disconnected),
+            conn.add_listener("reconnected", self._on_reconnected),
+            conn.add_listener("closed", self._on_closed),
         ]
         self._timer = self._loop.call_later(self._tick_every, self._tick)
         # The first pull goes out when the first message is asked for.
 
-    # -- credit ---------------------------------------------------------------
+    # -- credit (user side, receiver lock held) ---------------------------------------
 
     def taken(self, msg: Msg) -> None:
-        """User side (receiver lock held): a message was handed out."""
+        """A message was handed out."""
         if self._pending_msgs > 0:
             self._pending_msgs -= 1
         if self.opts.max_bytes:
@@ -494,23 +589,64 @@ class PullEngine(_Engine):
             self._pending_bytes = max(self._pending_bytes - size, 0)
             self._receiver.taken_bytes += size
 
+    def caller_waited(self) -> None:
+        """A caller found the buffer empty: before its pace is known, grow."""
+        if not self._receiver.pace and self._cap < self.opts.max_messages:
+            self._cap = min(self._cap * 2, self.opts.max_messages)
+
+    def _limit(self) -> int:
+        """Messages to hold at most now: max_messages, or fewer for callers
+        too slow to take them within a share of AckWait (no duplicates)."""
+        ack_wait = self._target.ack_wait
+        if not ack_wait or self.opts.bytes_mode:
+            return self.opts.max_messages
+        pace = self._receiver.pace
+        if pace > 0:
+            self._cap = max(1, min(self.opts.max_messages, int(ack_wait * _ACK_WAIT_SHARE / pace)))
+        return self._cap
+
+    def _due(self) -> Optional[Tuple[int, int]]:
+        opts = self.opts
+        limit = self._limit()
+        if limit >= opts.max_messages:
+            return refill(opts, self._pending_msgs, self._pending_bytes)
+        threshold = min(opts.threshold_messages, math.ceil(limit / 2))
+        if self._pending_msgs < threshold:
+            return limit - max(self._pending_msgs, 0), 0
+        return None
+
     def want_more(self) -> None:
-        """User side (receiver lock held): a caller wants a message; top up if due."""
-        if not self._pull_requested and refill(self.opts, self._pending_msgs, self._pending_bytes) is not None:
+        """A caller wants a message; top up if due."""
+        if not self._pull_requested and self._due() is not None:
             self._pull_requested = True
-            self._client._lt.call_soon(self._maybe_pull)
+            self._conn.call_soon(self._maybe_pull)
 
     def _maybe_pull(self) -> None:
         with self._lock:
             self._pull_requested = False
-            if self._done or self._shutting_down or not self._connected or self._receiver._state is not OPEN:
+            if self._done or self._shutting_down or not self._connected or self._receiver.state is not OPEN:
                 return
-            due = refill(self.opts, self._pending_msgs, self._pending_bytes)
+            due = self._due()
             if due is None:
                 return
-            self._pending_msgs = self.opts.max_messages
-            self._pending_bytes = self.opts.max_bytes
+            if self.opts.bytes_mode:
+                self._pending_msgs = self.opts.max_messages
+                self._pending_bytes = self.opts.max_bytes
+            else:
+                self._pending_msgs += due[0]  # requested and not yet taken: the limit
         self._send_pull(self._body(*due))
+
+    def _overflows(self, msg: Msg) -> bool:
+        """A message beyond max_messages / max_bytes buffered (a stale pull
+        still delivering after an alarm): never hold it."""
+        opts = self.opts
+        if self._recv_msgs - self._stats.delivered >= opts.max_messages:
+            self._stats.nakd_overflow += 1
+            return True
+        if opts.max_bytes and self._recv_bytes - self._receiver.taken_bytes + msg.size > opts.max_bytes:
+            self._stats.nakd_overflow += 1
+            return True
+        return False
 
     def _body(self, batch: int, max_bytes: int) -> bytes:
         key = (batch, max_bytes)
@@ -560,8 +696,10 @@ class PullEngine(_Engine):
             self._backoff = min(max(self._backoff * 2, _LIMIT_BACKOFF_START), self.opts.expires)
             if self._backoff_handle is None:
                 self._backoff_handle = self._loop.call_later(self._backoff, self._retry_after_backoff)
-        else:  # 503 no responders, unknown statuses: report; the watchdog re-pulls
+        else:  # 503 no responders, unknown statuses: report; is the consumer still there?
             self._report(status_error(kind, code, desc))
+            if kind is StatusKind.NO_RESPONDERS:
+                self._check_consumer()
 
     def _retry_after_backoff(self) -> None:
         self._backoff_handle = None
@@ -571,25 +709,50 @@ class PullEngine(_Engine):
     def _report(self, exc: BaseException) -> None:
         """A transient problem: count, log, queue for the error handler."""
         self._stats.transient_errors += 1
-        _log.info("jetstream_sync: %s on %s: %s", type(exc).__name__, self._pull_subject, exc)
+        _log.info("%s on %s: %s", type(exc).__name__, self._pull_subject, exc)
         if self._receiver.error_handler is not None and not self._done:
             self._q.async_q.put_nowait(_Report(exc))
+
+    def _end_with(self, err: BaseException) -> None:
+        self._begin_shutdown(err)
 
     # -- heartbeats and connection ----------------------------------------------
 
     def _tick(self) -> None:
         self._timer = self._loop.call_later(self._tick_every, self._tick)
-        if not self._connected or self._shutting_down or self._receiver._state is not OPEN:
+        if not self._connected or self._shutting_down or self._receiver.state is not OPEN or self._checking:
             return
         receiver = self._receiver
         # Only while a caller is blocked for a message: not while it processes one.
         if not receiver.waiting or not self._watch.missed(receiver.wait_since):
             return
+        self._checking = True
+        self._loop.create_task(self._confirm_alarm(self._watch.last))  # missed() re-armed last: now
+
+    async def _confirm_alarm(self, since: float) -> None:
+        try:
+            false_alarm = await self._traffic_since(since, self.opts.idle_heartbeat)
+        finally:
+            self._checking = False
+        if false_alarm or self._done or self._shutting_down:
+            return
         self._stats.missed_heartbeats += 1
-        self._reset_pending()
-        self._maybe_pull()
         alarm = self._watch.alarm_after
         self._report(errors.NoHeartbeatError(f"no heartbeat for {alarm:g}s on {self._pull_subject}"))
+        # Earlier pulls may still be open on the server: move to a new inbox so
+        # they cannot deliver on top of the new one, then pull afresh — unless
+        # the consumer is gone.
+        self._check_consumer(then=lambda: self._loop.create_task(self._repull_on_new_inbox()))
+
+    async def _repull_on_new_inbox(self) -> None:
+        if self._done or self._shutting_down or self._sid is None:
+            return
+        old = self._sid
+        self._inbox = self._conn.new_inbox()
+        self._sid = await self._conn.subscribe(self._inbox, self._on_raw)
+        self._loop.create_task(self._conn.unsubscribe(old, drain=True, timeout=_SHUTDOWN_FLUSH))
+        self._reset_pending()
+        self._maybe_pull()
 
     def _on_disconnected(self) -> None:
         self._connected = False
@@ -607,18 +770,23 @@ class PullEngine(_Engine):
 
     # -- ending ---------------------------------------------------------------
 
-    def shutdown(self, mode: str) -> "asyncio.Task[None]":
+    def shutdown(self, mode: str) -> "asyncio.Future[None]":
         """``"stop"``: NAK everything not handed out; ``"drain"``: hand it all
         over. Loop thread; returns the (shared) shutdown task."""
         return self._begin_shutdown(None, nak=(mode == "stop"))
 
-    def _begin_shutdown(self, error: Optional[BaseException], nak: bool = False) -> "asyncio.Task[None]":
+    def _begin_shutdown(self, error: Optional[BaseException], nak: bool = False) -> "asyncio.Future[None]":
         if self._shutdown_task is None:
             self._shutting_down = True
+            self._loop = self._loop or asyncio.get_running_loop()
             self._shutdown_task = self._loop.create_task(self._shutdown(error, nak))
         return self._shutdown_task
 
     async def _shutdown(self, error: Optional[BaseException], nak: bool) -> None:
+        if not self._started:
+            self._done = True
+            self._closed()
+            return
         for remove in self._listeners:
             remove()
         if self._backoff_handle is not None:
@@ -633,7 +801,9 @@ class PullEngine(_Engine):
         if closed:
             self._drop_queued()
         self._finish(error)
-        self._receiver.closed_event.set()
+        if nak and not closed:
+            await self._conn.flush_quietly(self._target.api_timeout)  # the NAKs reach the server
+        self._closed()
 
     def _drop_queued(self) -> None:
         """The connection is gone: nothing queued can be acked; drop it."""
@@ -648,17 +818,22 @@ class PullEngine(_Engine):
 class FetchEngine(_Engine):
     """One pull request on its own inbox (fetch, fetch_no_wait, next)."""
 
-    def __init__(self, consumer: "Consumer", receiver: Receiver, opts: FetchOptions) -> None:
-        super().__init__(consumer, receiver)
+    def __init__(self, conn: "Connection", receiver: Receiver, target: PullTarget, opts: FetchOptions) -> None:
+        super().__init__(conn, receiver, target)
         self.opts = opts
         self._received = 0
         self._bytes = 0
         self._watch = Watchdog(2 * opts.idle_heartbeat, opts.client_timeout)
         tick = min(opts.client_timeout, 2 * opts.idle_heartbeat or opts.client_timeout) / 4
         self._tick_every = min(max(tick, 0.005), 0.25)
-        self._shutdown_task: Optional["asyncio.Task[None]"] = None
+        self._shutdown_task: Optional["asyncio.Future[None]"] = None
 
     async def start(self) -> None:
+        if self._receiver.state is STOPPED:
+            self._loop = asyncio.get_running_loop()
+            self._done = True
+            self._closed()
+            return
         await self._subscribe()
         o = self.opts
         self._watch.traffic()
@@ -678,13 +853,27 @@ class FetchEngine(_Engine):
             return
         self._end_pull(None if kind is StatusKind.END else status_error(kind, code, desc))
 
+    def _end_with(self, err: BaseException) -> None:
+        self._end_pull(err)
+
     def _tick(self) -> None:
         self._timer = self._loop.call_later(self._tick_every, self._tick)
+        if self._checking or self._done:
+            return
         if self._watch.missed():
-            self._stats.missed_heartbeats += 1
-            self._end_pull(errors.NoHeartbeatError(f"no heartbeat for {self._watch.alarm_after:g}s"))
+            self._checking = True
+            self._loop.create_task(self._confirm_alarm(self._watch.last))
         elif self._watch.expired():
             self._end_pull(None)  # the pull is lost (server restart…): end it like an expiry
+
+    async def _confirm_alarm(self, since: float) -> None:
+        try:
+            false_alarm = await self._traffic_since(since, self.opts.idle_heartbeat)
+        finally:
+            self._checking = False
+        if not false_alarm:
+            self._stats.missed_heartbeats += 1
+            self._end_pull(errors.NoHeartbeatError(f"no heartbeat for {self._watch.alarm_after:g}s"))
 
     def _end_pull(self, error: Optional[BaseException]) -> None:
         if self._done:
@@ -694,21 +883,29 @@ class FetchEngine(_Engine):
 
     async def _close(self) -> None:
         await self._unsubscribe(drain=False)
-        self._receiver.closed_event.set()
+        self._closed()
 
     def taken(self, msg: Msg) -> None:
         """User side: one pull keeps no credit."""
 
+    def caller_waited(self) -> None:
+        """User side: one pull never refills."""
+
     def want_more(self) -> None:
         """User side: one pull never refills."""
 
-    def shutdown(self, mode: str) -> "asyncio.Task[None]":
+    def shutdown(self, mode: str) -> "asyncio.Future[None]":
         """The user gave up on this fetch (loop thread): NAK what came and is unread."""
         if self._shutdown_task is None:
+            self._loop = self._loop or asyncio.get_running_loop()
             self._shutdown_task = self._loop.create_task(self._cancel())
         return self._shutdown_task
 
     async def _cancel(self) -> None:
+        if not self._started:
+            self._done = True
+            self._closed()
+            return
         still_open = not self._done
         self._nak_arrivals = True
         self._flush()
@@ -717,4 +914,4 @@ class FetchEngine(_Engine):
         # While the pull was still open, messages may be in flight: drain them.
         await self._unsubscribe(drain=still_open)
         self._nak_queued()
-        self._receiver.closed_event.set()
+        self._closed()

@@ -34,11 +34,41 @@ _log = logging.getLogger("jetstream_sync")
 # handler(subject: bytes, reply: bytes, data: bytes, headers: Optional[bytes])
 Handler = Callable[[bytes, bytes, bytes, Optional[bytes]], None]
 
-_REQUIRED = ("_ps", "_process_msg", "_pending", "_pending_data_size", "_flush_queue", "_max_pending_size", "stats")
+# The nats-py private names the fast paths use; all must exist, else the
+# public nats-py API is used instead (see supported()).
+_REQUIRED = (
+    "_ps",
+    "_process_msg",
+    "_process_ping",
+    "_process_pong",
+    "_pongs",
+    "_pending",
+    "_pending_data_size",
+    "_flush_queue",
+    "_max_pending_size",
+    "_transport",
+    "stats",
+)
+# nats-py releases the fast paths were tested with (nats-py's own version string).
+TESTED_VERSIONS = ("2.16.",)
+
+
+def _nats_version() -> str:
+    try:
+        from nats.aio.client import __version__ as version
+    except ImportError:  # pragma: no cover
+        return ""
+    return str(version)
 
 
 def supported(nc: _NatsClient) -> bool:
-    return all(hasattr(nc, name) for name in _REQUIRED)
+    """True when this nats-py is a tested release and has every internal used."""
+    return _nats_version().startswith(TESTED_VERSIONS) and all(hasattr(nc, name) for name in _REQUIRED)
+
+
+def sid_of(sub: Any) -> int:
+    """The protocol id of a nats-py subscription."""
+    return int(sub._id)
 
 
 class _Done:
@@ -155,6 +185,19 @@ class Dispatcher:
             # The generic parser (after a PING, say) must reach our handlers too.
             self._fallback = nc._process_msg
             nc._process_msg = self._process_msg  # type: ignore[method-assign]
+            self._nc = nc
+            nc._process_pong = self._process_pong  # type: ignore[method-assign]
+
+    async def _process_pong(self) -> None:
+        # nats-py's own version fails its read loop when a flush that timed
+        # out (a cancelled future) gets its PONG late; that PONG is consumed.
+        nc = self._nc
+        if nc._pongs:
+            future = nc._pongs.pop(0)
+            if not future.done():
+                future.set_result(True)
+            nc._pongs_received += 1
+            nc._pings_outstanding = 0
 
     def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: Optional[bytes]) -> Any:
         handler = self._handlers.get(sid)
@@ -253,6 +296,11 @@ class Batcher:
 
     def _send(self, queue: Deque[Any]) -> None:
         raise NotImplementedError
+
+    def send_now(self) -> None:
+        """Loop thread: send what is queued now (before a later send that must follow it)."""
+        if self._queue:
+            self._send_now()
 
     async def send_queued(self) -> None:
         """Send what is queued now, on the loop thread (flush, drain, close)."""

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
-from . import errors
+from . import errors, options
+from ._pull import PullTarget
 from .contexts import ConsumeContext, FetchResult, MessagesContext
 from .message import Msg
-from .models import ConsumerInfo
+from .models import AckPolicy, ConsumerInfo
 from .options import CONSUME_OPTION_NAMES, ConsumeOptions, consume_options, fetch_options
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -24,9 +25,26 @@ class Consumer:
 
     def __init__(self, js: "JetStream", info: ConsumerInfo) -> None:
         self._js = js
+        self._conn = js.connection
         self._info = info
         self.name: str = info.name
         self.stream_name: str = info.stream_name
+
+    def _target(self) -> PullTarget:
+        """What the engines pull from, with the AckWait they must respect."""
+        cfg = self._info.config
+        ack_wait: Optional[float] = None
+        if cfg is not None and cfg.ack_policy not in (AckPolicy.NONE, "none"):
+            ack_wait = cfg.ack_wait or 30.0  # the server's default
+        prefix = self._js.api_prefix
+        return PullTarget(
+            stream=self.stream_name,
+            consumer=self.name,
+            pull_subject=f"{prefix}.CONSUMER.MSG.NEXT.{self.stream_name}.{self.name}",
+            info_subject=f"{prefix}.CONSUMER.INFO.{self.stream_name}.{self.name}",
+            ack_wait=ack_wait,
+            api_timeout=self._js.timeout,
+        )
 
     def __repr__(self) -> str:
         return f"<Consumer {self.stream_name!r}/{self.name!r}>"
@@ -59,16 +77,17 @@ class Consumer:
         complete. ``idle_heartbeat`` defaults to 5 s when ``expires`` >= 10 s.
         A fetch that gets nothing is simply empty.
         """
-        return FetchResult(self, fetch_options(max_messages, max_bytes, expires, idle_heartbeat))
+        return FetchResult(self._conn, self._target(), fetch_options(max_messages, max_bytes, expires, idle_heartbeat))
 
     def fetch_no_wait(self, max_messages: Optional[int] = None, *, max_bytes: Optional[int] = None) -> FetchResult:
         """One pull of what is available right now (up to the limit); never waits for new messages."""
-        return FetchResult(self, fetch_options(max_messages, max_bytes, None, None, no_wait=True))
+        return FetchResult(self._conn, self._target(), fetch_options(max_messages, max_bytes, None, None, no_wait=True))
 
     def next(self, timeout: float = 30.0) -> Msg:
         """Pull one message, waiting up to ``timeout`` seconds; raises
         :class:`jetstream_sync.TimeoutError` when none came."""
-        result = FetchResult(self, fetch_options(1, None, timeout, None))
+        t = options.duration("timeout", timeout)
+        result = FetchResult(self._conn, self._target(), fetch_options(1, None, t, None))
         it = iter(result)
         try:
             return next(it)
@@ -87,18 +106,17 @@ class Consumer:
         ``threshold_messages`` / ``threshold_bytes`` (default: half).
         ``error_handler(exc)`` receives transient problems.
         """
-        return MessagesContext(self, _consume_options(options), error_handler)
+        return MessagesContext(self._conn, self._target(), _consume_options(options), error_handler)
 
     def consume(
         self, handler: Callable[[Msg], Any], *, error_handler: Optional[ErrorHandler] = None, **options: Any
     ) -> ConsumeContext:
         """Call ``handler(msg)`` for every message on a worker thread; options as :meth:`messages`."""
-        return ConsumeContext(self, handler, _consume_options(options), error_handler)
+        return ConsumeContext(self._conn, self._target(), handler, _consume_options(options), error_handler)
 
 
-def _consume_options(options: Any) -> ConsumeOptions:
-    try:
-        return consume_options(**options)
-    except TypeError:
-        unknown = ", ".join(sorted(set(options) - set(CONSUME_OPTION_NAMES)))
-        raise errors.InvalidOptionError(f"unknown option(s): {unknown}") from None
+def _consume_options(given: Dict[str, Any]) -> ConsumeOptions:
+    unknown = set(given) - set(CONSUME_OPTION_NAMES)
+    if unknown:
+        raise errors.InvalidOptionError(f"unknown option(s): {', '.join(sorted(unknown))}")
+    return consume_options(**given)

@@ -6,32 +6,32 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Union
 
-from . import errors
-from ._pull import FetchEngine, PullEngine, PullStats, Receiver, _Finished
+from . import errors, options
+from ._pull import FetchEngine, PullEngine, PullStats, PullTarget, Receiver, _Finished
 from .message import Msg
 from .options import ConsumeOptions, FetchOptions
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .consumer import Consumer
+    from ._connection import Connection
 
 __all__ = ["MessagesContext", "ConsumeContext", "FetchResult", "PullStats"]
 
-_log = logging.getLogger("jetstream_sync")
+_log = logging.getLogger("jetstream_sync.consume")
 ErrorHandler = Callable[[BaseException], Any]
 
 
-def _start(consumer: "Consumer", receiver: Receiver, engine: Any) -> None:
-    client = consumer._js._client
-    client._check_open()
-    client._receivers.add(receiver)
-    client._run(engine.start(), consumer._js.timeout)
-
-
-def _check_timeout(timeout: Optional[float]) -> None:
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0):
-        raise errors.InvalidOptionError(f"timeout must be None or a number of seconds >= 0, got {timeout!r}")
+def _start(conn: "Connection", receiver: Receiver, engine: Union[PullEngine, FetchEngine], timeout: float) -> None:
+    """Register the receiver (refused once the client is closing) and start
+    its engine on the loop."""
+    conn.register(receiver)
+    try:
+        conn.run(engine.start(), timeout)
+    except BaseException:
+        receiver.stop()
+        conn.unregister(receiver)
+        raise
 
 
 class _Context:
@@ -39,10 +39,20 @@ class _Context:
 
     _receiver: Receiver
 
+    def _in_own_thread(self) -> bool:
+        return False
+
     def stop(self) -> None:
         """End delivery now. Messages received but never handed out are NAK'd,
-        so the server redelivers them at once. Idempotent, any thread."""
-        self._receiver.stop()
+        so the server redelivers them at once. Idempotent, any thread.
+
+        From a user thread it returns once the context is closed and the NAKs
+        are written (bounded by the JetStream timeout); from a handler at once.
+        """
+        receiver = self._receiver
+        receiver.stop()
+        if not self._in_own_thread():
+            receiver.wait_closed(receiver.stop_wait)
 
     def drain(self) -> None:
         """Send no more pulls, remove interest, hand over everything already
@@ -73,9 +83,13 @@ class MessagesContext(_Context):
     Leaving ``with consumer.messages() as ctx:`` stops it.
     """
 
-    def __init__(self, consumer: "Consumer", opts: ConsumeOptions, error_handler: Optional[ErrorHandler]) -> None:
-        self._receiver = Receiver(consumer, error_handler)
-        _start(consumer, self._receiver, PullEngine(consumer, self._receiver, opts))
+    def __init__(
+        self, conn: "Connection", target: PullTarget, opts: ConsumeOptions, error_handler: Optional[ErrorHandler]
+    ) -> None:
+        if error_handler is not None and not callable(error_handler):
+            raise errors.InvalidOptionError("error_handler must be callable")
+        self._receiver = Receiver(conn, error_handler, target.api_timeout)
+        _start(conn, self._receiver, PullEngine(conn, self._receiver, target, opts), target.api_timeout)
 
     def __iter__(self) -> "MessagesContext":
         return self
@@ -93,9 +107,9 @@ class MessagesContext(_Context):
         usable), the terminal error that ended the context, or
         :class:`ConsumerStoppedError` once it is stopped or drained.
         """
-        _check_timeout(timeout)
+        t = options.optional_timeout("timeout", timeout)
         try:
-            return self._receiver.take(timeout)
+            return self._receiver.take(t)
         except _Finished:
             raise errors.ConsumerStoppedError("the messages() context is stopped") from None
 
@@ -106,7 +120,7 @@ class MessagesContext(_Context):
 
     def wait_closed(self, timeout: Optional[float] = None) -> bool:
         """Block until :attr:`closed`; False on timeout."""
-        return self._receiver.closed_event.wait(timeout)
+        return self._receiver.closed_event.wait(options.optional_timeout("timeout", timeout))
 
     def __enter__(self) -> "MessagesContext":
         return self
@@ -122,7 +136,7 @@ class MessagesContext(_Context):
             return
         try:
             if receiver.state != "stopped" and not receiver.finished:
-                receiver.stop()
+                receiver.stop()  # never waits: this may run on any thread, even the loop's
         except Exception:
             pass
 
@@ -141,7 +155,8 @@ class ConsumeContext(_Context):
 
     def __init__(
         self,
-        consumer: "Consumer",
+        conn: "Connection",
+        target: PullTarget,
         handler: Callable[[Msg], Any],
         opts: ConsumeOptions,
         error_handler: Optional[ErrorHandler],
@@ -151,14 +166,16 @@ class ConsumeContext(_Context):
         if error_handler is not None and not callable(error_handler):
             raise errors.InvalidOptionError("error_handler must be callable")
         self._handler = handler
-        self._receiver = Receiver(consumer, error_handler)
+        self._receiver = Receiver(conn, error_handler, target.api_timeout)
         self._done = threading.Event()
-        engine = PullEngine(consumer, self._receiver, opts)
-        _start(consumer, self._receiver, engine)
         self._thread = threading.Thread(
-            target=self._run, name=f"jetstream-sync-consume-{consumer.name}", daemon=True
+            target=self._run, name=f"jetstream-sync-consume-{target.consumer}", daemon=True
         )
+        _start(conn, self._receiver, PullEngine(conn, self._receiver, target, opts), target.api_timeout)
         self._thread.start()
+
+    def _in_own_thread(self) -> bool:
+        return threading.current_thread() is self._thread
 
     def _run(self) -> None:
         receiver = self._receiver
@@ -181,7 +198,7 @@ class ConsumeContext(_Context):
             self._done.set()
 
     def _handler_failed(self, msg: Msg, exc: Exception) -> None:
-        _log.warning("jetstream_sync: consume handler raised %r for %s", exc, msg.subject)
+        _log.warning("consume handler raised for %s", msg.subject, exc_info=exc)
         if not msg.is_acked and msg.reply:
             try:
                 msg.nak()
@@ -197,9 +214,10 @@ class ConsumeContext(_Context):
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Block until :attr:`closed` (every in-flight handler returned); False on
         timeout. From the handler's own thread it does not block."""
+        t = options.optional_timeout("timeout", timeout)
         if threading.current_thread() is self._thread:
             return self._done.is_set()
-        return self._done.wait(timeout)
+        return self._done.wait(t)
 
 
 class FetchResult:
@@ -211,11 +229,11 @@ class FetchResult:
     …). Breaking out early NAKs what was received and not handed out.
     """
 
-    def __init__(self, consumer: "Consumer", opts: FetchOptions) -> None:
-        self._receiver = Receiver(consumer)
+    def __init__(self, conn: "Connection", target: PullTarget, opts: FetchOptions) -> None:
+        self._receiver = Receiver(conn, None, target.api_timeout)
         self.options = opts
         self._iterated = False
-        _start(consumer, self._receiver, FetchEngine(consumer, self._receiver, opts))
+        _start(conn, self._receiver, FetchEngine(conn, self._receiver, target, opts), target.api_timeout)
 
     def __iter__(self) -> Iterator[Msg]:
         if self._iterated:

@@ -4,15 +4,45 @@ Catch :class:`JetStreamError` for anything from this library, or a subclass
 for one condition. Where a builtin exception describes the same condition the
 class also derives from it (``InvalidOptionError`` is a ``ValueError``,
 ``TimeoutError`` is the builtin ``TimeoutError``), so code written against the
-builtins keeps working.
+builtins keeps working. Errors translated from nats-py keep it as ``__cause__``.
+
+::
+
+    JetStreamError
+    ├── APIError (code, err_code: ErrorCode | int, description)
+    │   └── NotFoundError
+    │       ├── StreamNotFoundError   (10059)
+    │       ├── ConsumerNotFoundError (10014)
+    │       └── MsgNotFoundError      (10037)
+    ├── NoRespondersError
+    │   └── JetStreamNotEnabledError
+    ├── PullStatusError (status, description)
+    │   ├── ConsumerDeletedError
+    │   ├── ConsumerPushBasedError
+    │   └── BadRequestError
+    ├── NoHeartbeatError
+    ├── ConnectionClosedError
+    ├── NoServersError (also ConnectionError)
+    │   └── AuthorizationError
+    ├── PermissionDeniedError (also PermissionError)
+    ├── SlowConsumerError
+    ├── InvalidOptionError (also ValueError)
+    ├── MsgAlreadyAckedError
+    ├── NotJSMessageError
+    ├── TimeoutError (also the builtin TimeoutError)
+    ├── ForkedProcessError (also RuntimeError)
+    ├── DeadlockError (also RuntimeError)
+    └── ConsumerStoppedError
 """
 
 from __future__ import annotations
 
 import builtins
+import enum
 from typing import Any, Dict
 
 __all__ = [
+    "ErrorCode",
     "JetStreamError",
     "APIError",
     "NotFoundError",
@@ -35,7 +65,33 @@ __all__ = [
     "ForkedProcessError",
     "DeadlockError",
     "ConsumerStoppedError",
+    "AuthorizationError",
+    "PermissionDeniedError",
+    "SlowConsumerError",
 ]
+
+
+class ErrorCode(enum.IntEnum):
+    """JetStream API error codes (``err_code``) this library acts on by name."""
+
+    JETSTREAM_NOT_ENABLED_FOR_ACCOUNT = 10039
+    JETSTREAM_NOT_ENABLED = 10076
+    BAD_REQUEST = 10003
+    STREAM_NOT_FOUND = 10059
+    STREAM_NAME_IN_USE = 10058
+    STREAM_WRONG_LAST_SEQUENCE = 10071
+    STREAM_WRONG_LAST_MSG_ID = 10070
+    STREAM_NOT_MATCH = 10060
+    STREAM_MSG_DELETE_FAILED = 10057
+    CONSUMER_NOT_FOUND = 10014
+    CONSUMER_NAME_EXISTS = 10013
+    CONSUMER_ALREADY_EXISTS = 10148
+    CONSUMER_DOES_NOT_EXIST = 10149
+    CONSUMER_CREATE = 10012
+    MSG_NOT_FOUND = 10037
+    MAXIMUM_CONSUMERS_LIMIT = 10026
+    MAXIMUM_STREAMS_LIMIT = 10027
+    INSUFFICIENT_RESOURCES = 10023
 
 
 class JetStreamError(Exception):
@@ -62,7 +118,8 @@ class APIError(JetStreamError):
     @staticmethod
     def from_error(err: Dict[str, Any]) -> "APIError":
         """Build the most specific subclass for an API ``error`` object."""
-        err_code = int(err.get("err_code") or 0)
+        raw = int(err.get("err_code") or 0)
+        err_code: int = ErrorCode(raw) if raw in ErrorCode._value2member_map_ else raw
         cls = _BY_ERR_CODE.get(err_code)
         code = int(err.get("code") or 0)
         if cls is None:
@@ -87,9 +144,10 @@ class MsgNotFoundError(NotFoundError):
 
 
 _BY_ERR_CODE: Dict[int, type] = {
-    10059: StreamNotFoundError,
-    10014: ConsumerNotFoundError,
-    10037: MsgNotFoundError,
+    ErrorCode.STREAM_NOT_FOUND: StreamNotFoundError,
+    ErrorCode.CONSUMER_NOT_FOUND: ConsumerNotFoundError,
+    ErrorCode.CONSUMER_DOES_NOT_EXIST: ConsumerNotFoundError,
+    ErrorCode.MSG_NOT_FOUND: MsgNotFoundError,
 }
 
 
@@ -137,6 +195,18 @@ class ConnectionClosedError(JetStreamError):
 
 class NoServersError(JetStreamError, ConnectionError):
     """No server in the list could be connected to."""
+
+
+class AuthorizationError(NoServersError):
+    """The server refused the credentials (authorization violation)."""
+
+
+class PermissionDeniedError(JetStreamError, PermissionError):
+    """The server refused a publish or subscription on a subject (permissions violation)."""
+
+
+class SlowConsumerError(JetStreamError):
+    """A subscription's pending limit was reached; messages were dropped."""
 
 
 class InvalidOptionError(JetStreamError, ValueError):

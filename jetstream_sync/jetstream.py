@@ -6,16 +6,15 @@ import base64
 import concurrent.futures
 import dataclasses
 import json
-import re
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Type, TypeVar, Union
 
 import nats.errors as _nerr
 from nats.aio.client import Client as _NatsClient
 from nats.nuid import NUID
 
-from . import errors
-from ._publish import AsyncPublisher, check_subject, publish_headers, publish_with_retry
-from .client import _as_bytes, _check_timeout
+from . import errors, options
+from ._publish import check_publish, publish_headers, publish_with_retry
+from .client import as_bytes
 from .models import (
     AccountInfo,
     AckPolicy,
@@ -34,6 +33,7 @@ from .models import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ._connection import Connection
     from .client import Client
     from .consumer import Consumer
     from .stream import Stream
@@ -41,8 +41,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["JetStream"]
 
 _C = TypeVar("_C", StreamConfig, ConsumerConfig)
-# ADR-6: names become subject tokens and file names.
-_BAD_NAME = re.compile(r"[.*>\s/\\\x00-\x1f\x7f]")
 _ENUMS: Dict[str, type] = {
     "ack_policy": AckPolicy,
     "deliver_policy": DeliverPolicy,
@@ -56,13 +54,8 @@ _DURATIONS = ("ack_wait", "inactive_threshold", "max_expires", "priority_timeout
 
 
 def validate_name(kind: str, name: Any) -> str:
-    if not isinstance(name, str) or not name:
-        raise errors.InvalidOptionError(f"{kind} name is required")
-    if _BAD_NAME.search(name):
-        raise errors.InvalidOptionError(
-            f"invalid {kind} name {name!r}: no '.', '*', '>', whitespace or path separators allowed"
-        )
-    return name
+    """ADR-6 names (they become subject tokens and file names)."""
+    return options.name(kind, name)
 
 
 def build_config(cls: Type[_C], config: Optional[_C], overrides: Dict[str, Any]) -> _C:
@@ -83,8 +76,16 @@ def build_config(cls: Type[_C], config: Optional[_C], overrides: Dict[str, Any])
                 raise errors.InvalidOptionError(f"{name} must be one of {allowed}, got {value!r}") from None
     for name in _DURATIONS:
         value = getattr(cfg, name, None)
-        if value is not None and (not isinstance(value, (int, float)) or value < 0):
-            raise errors.InvalidOptionError(f"{name} must be a duration in seconds >= 0, got {value!r}")
+        if value is not None:
+            setattr(cfg, name, options.duration(name, value, allow_zero=True))
+    for name in ("filter_subject", "deliver_subject"):
+        value = getattr(cfg, name, None)
+        if value:
+            options.subject(value, what=name, wildcards=(name == "filter_subject"))
+    for value in getattr(cfg, "filter_subjects", None) or ():
+        options.subject(value, what="filter_subjects entry", wildcards=True)
+    for value in getattr(cfg, "subjects", None) or ():
+        options.subject(value, what="stream subject", wildcards=True)
     return cfg
 
 
@@ -97,24 +98,44 @@ class JetStream:
     """
 
     def __init__(
-        self, client: "Client", *, domain: Optional[str] = None, api_prefix: Optional[str] = None, timeout: float = 5.0
+        self,
+        conn: "Connection",
+        *,
+        client: Optional["Client"] = None,
+        domain: Optional[str] = None,
+        api_prefix: Optional[str] = None,
+        timeout: float = 5.0,
     ) -> None:
-        if domain and api_prefix:
+        if domain is not None and api_prefix is not None:
             raise errors.InvalidOptionError("domain and api_prefix are mutually exclusive")
-        _check_timeout(timeout)
+        self._timeout = options.duration("timeout", timeout)
         if domain is not None:
             validate_name("domain", domain)
+            prefix = f"$JS.{domain}.API"
+        elif api_prefix is not None:
+            prefix = options.api_prefix(api_prefix)
+        else:
+            prefix = "$JS.API"
+        self._conn = conn
         self._client = client
-        self._timeout = float(timeout)
         self._domain = domain
-        prefix = api_prefix.rstrip(".") if api_prefix else (f"$JS.{domain}.API" if domain else "$JS.API")
         self._prefix = prefix
-        self._publisher: Optional[AsyncPublisher] = None
         self._nuid = NUID()
+
+    def __repr__(self) -> str:
+        return f"<jetstream_sync.JetStream {self._prefix}>"
 
     @property
     def client(self) -> "Client":
+        """The Client this context was made from."""
+        if self._client is None:
+            raise errors.InvalidOptionError("this JetStream context was not made by Client.jetstream()")
         return self._client
+
+    @property
+    def connection(self) -> "Connection":
+        """The connection core (internal: contexts and engines use it)."""
+        return self._conn
 
     @property
     def api_prefix(self) -> str:
@@ -126,36 +147,50 @@ class JetStream:
 
     # -- the JSON API -----------------------------------------------------------
 
-    def _api(self, suffix: str, payload: Optional[Dict[str, Any]] = None, timeout: Optional[float] = None) -> Dict[str, Any]:
-        """One JetStream API request; raises APIError (by err_code) on an error reply."""
-        self._client._check_open()
+    def _api(
+        self,
+        suffix: str,
+        payload: Optional[Dict[str, Any]] = None,
+        timeout: Optional[float] = None,
+        about: str = "",
+    ) -> Dict[str, Any]:
+        """One JetStream API request; raises APIError (by err_code) on an error
+        reply. ``about`` ("stream 'X'") is named in not-found errors."""
+        conn = self._conn
+        conn.check()
         t = self._timeout if timeout is None else timeout
-        return self._client._run(self._aapi(suffix, payload, t), t + 1.0)  # type: ignore[no-any-return]
-
-    async def _aapi(self, suffix: str, payload: Optional[Dict[str, Any]], timeout: float) -> Dict[str, Any]:
-        nc: _NatsClient = self._client._nc
-        body = b"" if payload is None else json.dumps(payload).encode()
         subject = f"{self._prefix}.{suffix}"
+        options.control_line(subject, "_INBOX." + "x" * 44)
+        body = b"" if payload is None else json.dumps(payload).encode()
+        options.payload_size(len(body), conn.max_payload)
+        return conn.run(self._aapi(subject, body, t, about), t + 1.0)
+
+    async def _aapi(self, subject: str, body: bytes, timeout: float, about: str) -> Dict[str, Any]:
         try:
-            msg = await nc.request(subject, body, timeout=timeout)
-        except _nerr.NoRespondersError:
+            msg = await self._conn.request(subject, body, timeout)
+        except _nerr.NoRespondersError as exc:
             raise errors.JetStreamNotEnabledError(
                 f"no JetStream API answered on {self._prefix} (JetStream not enabled, or wrong domain/prefix)"
-            ) from None
-        except _nerr.TimeoutError:
-            raise errors.TimeoutError(f"JetStream API request {subject} timed out after {timeout}s") from None
+            ) from exc
+        except _nerr.TimeoutError as exc:
+            raise errors.TimeoutError(f"JetStream API request {subject} timed out after {timeout}s") from exc
         try:
             resp = json.loads(msg.data)
-        except ValueError:
-            raise errors.JetStreamError(f"invalid JetStream API response to {subject}: {msg.data[:200]!r}") from None
+        except ValueError as exc:
+            raise errors.JetStreamError(f"invalid JetStream API response to {subject}: {msg.data[:200]!r}") from exc
         if "error" in resp:
-            raise errors.APIError.from_error(resp["error"])
+            err = errors.APIError.from_error(resp["error"])
+            if about and isinstance(err, errors.NotFoundError):
+                err = type(err)(err.code, err.err_code, f"{err.description}: {about}")
+            raise err
         return resp  # type: ignore[no-any-return]
 
-    def _paged(self, suffix: str, key: str, payload: Optional[Dict[str, Any]] = None) -> Iterator[Any]:
+    def _paged(
+        self, suffix: str, key: str, payload: Optional[Dict[str, Any]] = None, about: str = ""
+    ) -> Iterator[Any]:
         offset = 0
         while True:
-            resp = self._api(suffix, {**(payload or {}), "offset": offset})
+            resp = self._api(suffix, {**(payload or {}), "offset": offset}, about=about)
             items = resp.get(key) or []
             yield from items
             offset += len(items)
@@ -178,23 +213,23 @@ class JetStream:
 
     def stream(self, name: str) -> "Stream":
         """A handle on an existing stream; raises StreamNotFoundError."""
-        return self._stream_handle(self._api(f"STREAM.INFO.{validate_name('stream', name)}"))
+        return self._stream_handle(self._api(f"STREAM.INFO.{validate_name('stream', name)}", about=f"stream {name!r}"))
 
     def stream_info(self, name: str) -> StreamInfo:
-        return StreamInfo.from_response(self._api(f"STREAM.INFO.{validate_name('stream', name)}"))
+        return StreamInfo.from_response(self._api(f"STREAM.INFO.{validate_name('stream', name)}", about=f"stream {name!r}"))
 
     def delete_stream(self, name: str) -> None:
         """Delete a stream and all its messages and consumers."""
-        self._api(f"STREAM.DELETE.{validate_name('stream', name)}")
+        self._api(f"STREAM.DELETE.{validate_name('stream', name)}", about=f"stream {name!r}")
 
     def stream_names(self, subject: Optional[str] = None) -> List[str]:
         """Names of all streams, or of those whose subjects overlap ``subject``."""
-        payload = {"subject": subject} if subject else None
+        payload = {"subject": options.subject(subject, wildcards=True)} if subject is not None else None
         return list(self._paged("STREAM.NAMES", "streams", payload))
 
     def streams(self, subject: Optional[str] = None) -> List[StreamInfo]:
         """Info of all streams (or those overlapping ``subject``)."""
-        payload = {"subject": subject} if subject else None
+        payload = {"subject": options.subject(subject, wildcards=True)} if subject is not None else None
         return [StreamInfo.from_response(s) for s in self._paged("STREAM.LIST", "streams", payload)]
 
     def _stream_handle(self, resp: Dict[str, Any]) -> "Stream":
@@ -204,24 +239,33 @@ class JetStream:
 
     # -- stream data ------------------------------------------------------------
 
-    def _purge(self, stream: str, subject: Optional[str], seq: Optional[int], keep: Optional[int]) -> int:
+    def purge_stream(
+        self, stream: str, subject: Optional[str] = None, seq: Optional[int] = None, keep: Optional[int] = None
+    ) -> int:
+        """Remove messages of ``stream`` (see :meth:`Stream.purge`); returns how many."""
         if seq is not None and keep is not None:
             raise errors.InvalidOptionError("purge: seq and keep are mutually exclusive")
         payload: Dict[str, Any] = {}
-        if subject:
-            payload["filter"] = subject
+        if subject is not None:
+            payload["filter"] = options.subject(subject, wildcards=True)
         if seq is not None:
             payload["seq"] = _positive("seq", seq)
         if keep is not None:
             payload["keep"] = _positive("keep", keep, allow_zero=True)
-        resp = self._api(f"STREAM.PURGE.{validate_name('stream', stream)}", payload or None)
+        resp = self._api(f"STREAM.PURGE.{validate_name('stream', stream)}", payload or None, about=f"stream {stream!r}")
         return int(resp.get("purged", 0))
 
-    def _get_msg(self, stream: str, seq: Optional[int], last_by_subject: Optional[str]) -> StoredMsg:
+    def get_msg(self, stream: str, seq: Optional[int] = None, last_by_subject: Optional[str] = None) -> StoredMsg:
+        """One stored message of ``stream`` (see :meth:`Stream.get_msg`)."""
         if (seq is None) == (last_by_subject is None):
             raise errors.InvalidOptionError("get_msg: give exactly one of seq or last_by_subject")
-        payload = {"seq": _positive("seq", seq)} if seq is not None else {"last_by_subj": last_by_subject}
-        raw = self._api(f"STREAM.MSG.GET.{validate_name('stream', stream)}", payload)["message"]
+        if seq is not None:
+            payload: Dict[str, Any] = {"seq": _positive("seq", seq)}
+            about = f"sequence {seq} of stream {stream!r}"
+        else:
+            payload = {"last_by_subj": options.subject(last_by_subject, wildcards=True)}
+            about = f"last message on {last_by_subject!r} in stream {stream!r}"
+        raw = self._api(f"STREAM.MSG.GET.{validate_name('stream', stream)}", payload, about=about)["message"]
         headers = None
         if raw.get("hdrs"):
             block = base64.b64decode(raw["hdrs"])
@@ -236,9 +280,18 @@ class JetStream:
             time=StreamInfo._parse_utc_iso(when) if when else None,
         )
 
-    def _delete_msg(self, stream: str, seq: int, erase: bool) -> None:
+    def delete_msg(self, stream: str, seq: int, erase: bool = False) -> None:
+        """Delete one message of ``stream``; raises MsgNotFoundError if it is not there."""
         payload = {"seq": _positive("seq", seq), "no_erase": not erase}
-        self._api(f"STREAM.MSG.DELETE.{validate_name('stream', stream)}", payload)
+        about = f"sequence {seq} of stream {stream!r}"
+        try:
+            self._api(f"STREAM.MSG.DELETE.{validate_name('stream', stream)}", payload, about=about)
+        except errors.APIError as exc:
+            # The server reports a missing sequence as a failed delete ("no message found"
+            # or "stream store EOF"), not as not-found.
+            if exc.err_code == errors.ErrorCode.STREAM_MSG_DELETE_FAILED and _means_missing(exc.description):
+                raise errors.MsgNotFoundError(404, errors.ErrorCode.MSG_NOT_FOUND, f"no message found: {about}") from exc
+            raise
 
     # -- consumers --------------------------------------------------------------
 
@@ -278,26 +331,32 @@ class JetStream:
         payload: Dict[str, Any] = {"stream_name": stream, "config": cfg.as_dict()}
         if action:
             payload["action"] = action
-        return self._consumer_handle(self._api(subject, payload))
+        return self._consumer_handle(self._api(subject, payload, about=f"stream {stream!r}"))
 
     def consumer(self, stream: str, name: str) -> "Consumer":
-        """A handle on an existing consumer; raises ConsumerNotFoundError."""
-        return self._consumer_handle(self._consumer_info_raw(stream, name))
+        """A handle on an existing pull consumer; raises ConsumerNotFoundError,
+        or ConsumerPushBasedError for a push consumer."""
+        resp = self._consumer_info_raw(stream, name)
+        if (resp.get("config") or {}).get("deliver_subject"):
+            raise errors.ConsumerPushBasedError(409, f"consumer {name!r} of stream {stream!r} is push based")
+        return self._consumer_handle(resp)
 
     def consumer_info(self, stream: str, name: str) -> ConsumerInfo:
         return ConsumerInfo.from_response(self._consumer_info_raw(stream, name))
 
     def _consumer_info_raw(self, stream: str, name: str) -> Dict[str, Any]:
-        return self._api(f"CONSUMER.INFO.{validate_name('stream', stream)}.{validate_name('consumer', name)}")
+        about = f"consumer {name!r} of stream {stream!r}"
+        return self._api(f"CONSUMER.INFO.{validate_name('stream', stream)}.{validate_name('consumer', name)}", about=about)
 
     def delete_consumer(self, stream: str, name: str) -> None:
-        self._api(f"CONSUMER.DELETE.{validate_name('stream', stream)}.{validate_name('consumer', name)}")
+        about = f"consumer {name!r} of stream {stream!r}"
+        self._api(f"CONSUMER.DELETE.{validate_name('stream', stream)}.{validate_name('consumer', name)}", about=about)
 
     def consumer_names(self, stream: str) -> List[str]:
-        return list(self._paged(f"CONSUMER.NAMES.{validate_name('stream', stream)}", "consumers"))
+        return list(self._paged(f"CONSUMER.NAMES.{validate_name('stream', stream)}", "consumers", about=f"stream {stream!r}"))
 
     def consumers(self, stream: str) -> List[ConsumerInfo]:
-        items = self._paged(f"CONSUMER.LIST.{validate_name('stream', stream)}", "consumers")
+        items = self._paged(f"CONSUMER.LIST.{validate_name('stream', stream)}", "consumers", about=f"stream {stream!r}")
         return [ConsumerInfo.from_response(c) for c in items]
 
     def _consumer_handle(self, resp: Dict[str, Any]) -> "Consumer":
@@ -331,15 +390,15 @@ class JetStream:
         arguments set the ``Nats-Expected-*`` headers, and a mismatch raises
         APIError. A "no responders" reply is retried twice (ADR-22).
         """
-        self._client._check_open()
-        t = self._timeout if timeout is None else timeout
-        _check_timeout(t)
+        conn = self._conn
+        conn.check()
+        t = self._timeout if timeout is None else options.duration("timeout", timeout)
         hdrs = publish_headers(
             headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id
         )
-        payload = _as_bytes(data)
-        coro = publish_with_retry(self._client, subject, payload, hdrs, t)
-        return self._client._run(coro, (t + 0.5) * 3)  # type: ignore[no-any-return]
+        payload = as_bytes(data)
+        check_publish(conn, subject, payload, hdrs)
+        return conn.run(publish_with_retry(conn, subject, payload, hdrs, t), (t + 0.5) * 3)
 
     def publish_async(
         self,
@@ -361,34 +420,33 @@ class JetStream:
         come back (or raises TimeoutError after ``timeout``). Use
         :meth:`publish_async_complete` to wait for all of them.
         """
-        t = self._timeout if timeout is None else timeout
-        _check_timeout(t)
+        conn = self._conn
+        conn.check()
+        t = self._timeout if timeout is None else options.duration("timeout", timeout)
         hdrs = publish_headers(
             headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id
         )
-        return self._async_publisher().publish(check_subject(subject), _as_bytes(data), hdrs, t)
+        payload = as_bytes(data)
+        hdr = check_publish(conn, subject, payload, hdrs)
+        return conn.publisher().publish(subject, payload, hdrs, hdr, t)
 
     def set_publish_async_max_pending(self, max_pending: int) -> None:
-        """Size of the publish_async window (before its first use)."""
-        if self._publisher is not None:
-            raise errors.InvalidOptionError("publish_async already in use; set max_pending before the first call")
-        self._publisher = AsyncPublisher(self._client, max_pending)
-
-    def _async_publisher(self) -> AsyncPublisher:
-        if self._publisher is None:
-            self._publisher = AsyncPublisher(self._client)
-        return self._publisher
+        """Size of the publish_async window, shared by every JetStream
+        context of this Client (one publisher per connection)."""
+        self._conn.publisher().set_max_pending(max_pending)
 
     @property
     def publish_async_pending(self) -> int:
-        """publish_async calls not yet acknowledged."""
-        return self._publisher.pending if self._publisher is not None else 0
+        """publish_async calls of this Client not yet acknowledged."""
+        conn = self._conn
+        return conn.publisher().pending if conn.has_publisher else 0
 
     def publish_async_complete(self, timeout: Optional[float] = None) -> bool:
-        """Block until every publish_async is resolved; False on timeout."""
-        if self._publisher is None:
+        """Block until every publish_async of this Client is resolved; False on timeout."""
+        conn = self._conn
+        if not conn.has_publisher:
             return True
-        return self._publisher.wait_complete(timeout)
+        return conn.publisher().wait_complete(options.optional_timeout("timeout", timeout))
 
 
 def _positive(name: str, value: Any, allow_zero: bool = False) -> int:
@@ -396,3 +454,8 @@ def _positive(name: str, value: Any, allow_zero: bool = False) -> int:
         raise errors.InvalidOptionError(f"{name} must be an integer >= {0 if allow_zero else 1}, got {value!r}")
     return value
 
+
+
+def _means_missing(description: str) -> bool:
+    d = description.lower()
+    return "not found" in d or "no message" in d or "eof" in d

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Tuple
 from nats.aio.client import Client as _NatsClient
 from nats.aio.msg import Msg as _NatsMsg
 
-from . import errors
-from ._wire import Batcher, send_raw
+from . import errors, options
+from ._wire import Batcher
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .client import Client
+    from ._connection import Connection
 
 __all__ = ["Msg", "Metadata", "SequencePair", "parse_metadata", "AckOutbox"]
 
-_log = logging.getLogger("jetstream_sync")
+_log = logging.getLogger("jetstream_sync.message")
 
 # nats-py's frozen dataclasses carry exactly the fields ADR-15 defines.
 Metadata = _NatsMsg.Metadata
@@ -52,22 +52,32 @@ def parse_metadata(reply: Optional[str]) -> Metadata:
     n = len(tokens)
     if n < 9 or n == 10 or tokens[0] != "$JS" or tokens[1] != "ACK":
         raise errors.NotJSMessageError(f"not a JetStream ack subject: {reply!r}")
+    # No empty tokens (names, numbers, domain, account hash).
+    if ".." in reply or reply[-1] == ".":
+        raise errors.NotJSMessageError(f"malformed JetStream ack subject: {reply!r}")
     if n == 9:
         domain: Optional[str] = None
         base = 2
     else:
-        domain = tokens[2] if tokens[2] not in ("_", "") else None
+        domain = tokens[2] if tokens[2] != "_" else None
         base = 4
+    nums = tokens[base + 2 : base + 7]
+    # Plain ASCII digits only: int() also takes signs, "_", spaces and non-ASCII digits.
+    # Empty tokens were rejected above, so checking the concatenation is enough.
+    digits = "".join(nums)
+    if not (digits.isascii() and digits.isdigit()):
+        raise errors.NotJSMessageError(f"malformed JetStream ack subject: {reply!r}")
     try:
-        delivered, sseq, cseq, ts_ns, pending = (int(t) for t in tokens[base + 2 : base + 7])
-    except ValueError:
+        delivered, sseq, cseq, ts_ns, pending = map(int, nums)
+        # Integer arithmetic: a float of nanoseconds loses microseconds.
+        timestamp = _EPOCH + datetime.timedelta(microseconds=ts_ns // 1000)
+    except (ValueError, OverflowError):  # over int()'s digit limit, or past datetime.max
         raise errors.NotJSMessageError(f"malformed JetStream ack subject: {reply!r}") from None
     return Metadata(
         sequence=SequencePair(consumer=cseq, stream=sseq),
         num_pending=pending,
         num_delivered=delivered,
-        # Integer arithmetic: a float of nanoseconds loses microseconds.
-        timestamp=_EPOCH + datetime.timedelta(microseconds=ts_ns // 1000),
+        timestamp=timestamp,
         stream=tokens[base],
         consumer=tokens[base + 1],
         domain=domain,
@@ -94,7 +104,7 @@ class Msg:
     server charges against a pull's ``max_bytes``.
     """
 
-    __slots__ = ("subject", "reply", "data", "_headers", "_hdr_raw", "_client", "_acked", "_meta")
+    __slots__ = ("subject", "reply", "data", "_headers", "_hdr_raw", "_conn", "_acked", "_meta")
 
     def __init__(
         self,
@@ -102,7 +112,7 @@ class Msg:
         reply: str,
         data: bytes,
         headers: Optional[Dict[str, str]] = None,
-        client: Optional["Client"] = None,
+        conn: Optional["Connection"] = None,
         hdr_raw: Optional[bytes] = None,
     ) -> None:
         self.subject = subject
@@ -110,7 +120,7 @@ class Msg:
         self.data = data
         self._headers = headers
         self._hdr_raw = hdr_raw  # the header block as received; parsed on first use
-        self._client = client
+        self._conn = conn
         self._acked = False
         self._meta: Optional[Metadata] = None
 
@@ -153,18 +163,20 @@ class Msg:
         if delay is None:
             self._terminal(NAK)
             return
-        if not isinstance(delay, (int, float)) or delay < 0:
-            raise errors.InvalidOptionError(f"nak delay must be a number of seconds >= 0, got {delay!r}")
-        self._terminal(NAK + b" " + json.dumps({"delay": int(delay * 1e9)}).encode())
+        d = options.duration("delay", delay, allow_zero=True)
+        self._terminal(NAK + b" " + json.dumps({"delay": int(d * 1e9)}).encode())
 
     def in_progress(self) -> None:
         """Tell the server work is ongoing (``+WPI``), resetting AckWait. Repeatable."""
-        self._check_reply()
         self._outbox().put(self.reply, WPI)
 
     def term(self, reason: Optional[str] = None) -> None:
         """Terminate: never redeliver (``+TERM`` or ``+TERM <reason>``)."""
-        self._terminal(TERM + (b" " + reason.encode() if reason else b""))
+        if reason is None:
+            self._terminal(TERM)
+            return
+        conn = self._conn
+        self._terminal(options.term_reason(reason, conn.max_payload if conn is not None else 1024 * 1024))
 
     def ack_sync(self, timeout: float = 5.0) -> None:
         """Acknowledge and wait until the server confirms it (a "double ack").
@@ -172,34 +184,29 @@ class Msg:
         Raises :class:`jetstream_sync.TimeoutError` if no confirmation came in
         ``timeout`` seconds; the message then counts as not acked.
         """
-        self._check_reply()
-        self._check_not_acked()
-        self._outbox()  # bound to a client?
-        self._client.request(self.reply, ACK, timeout=timeout)  # type: ignore[union-attr]
+        t = options.duration("timeout", timeout)
+        outbox = self._outbox()
+        if self._acked:
+            raise errors.MsgAlreadyAckedError(f"message {self.reply} was already acknowledged")
+        conn = outbox.conn
+        conn.run(conn.request(self.reply, ACK, t), t + 1.0)
         self._acked = True
 
     def _terminal(self, payload: bytes) -> None:
         # The hot path of every ack: checks inline, one call into the outbox.
         if self._acked:
             raise errors.MsgAlreadyAckedError(f"message {self.reply} was already acknowledged")
-        if not self.reply:
-            raise errors.NotJSMessageError("message has no reply subject to ack")
         self._outbox().put(self.reply, payload)
         self._acked = True
 
-    def _check_reply(self) -> None:
-        if not self.reply:
-            raise errors.NotJSMessageError("message has no reply subject to ack")
-
-    def _check_not_acked(self) -> None:
-        if self._acked:
-            raise errors.MsgAlreadyAckedError(f"message {self.reply} was already acknowledged")
-
     def _outbox(self) -> "AckOutbox":
-        client = self._client
-        if client is None:
+        """The outbox to ack through; only JetStream messages can be acked."""
+        conn = self._conn
+        if conn is None:
             raise errors.NotJSMessageError("message is not bound to a client")
-        return client._outbox
+        if not self.reply.startswith("$JS.ACK."):
+            raise errors.NotJSMessageError(f"not a JetStream message: reply subject {self.reply!r} is not an ack subject")
+        return conn.outbox
 
 
 class AckOutbox(Batcher):
@@ -214,17 +221,21 @@ class AckOutbox(Batcher):
     BATCH = 256
     DELAY = 0.005
 
-    def __init__(self, client: "Client") -> None:
-        super().__init__(client._lt)
-        self._client = client
+    def __init__(self, conn: "Connection") -> None:
+        super().__init__(conn.loop_thread)
+        self.conn = conn
         self.errors = 0
-        client._batchers.add(self)
 
     def __len__(self) -> int:
         return len(self._queue)
 
+    def has_queued(self) -> bool:
+        return bool(self._queue)
+
     def put(self, subject: str, payload: bytes) -> None:
-        if self._client._closed:
+        conn = self.conn
+        conn.check_fork()
+        if conn.closed:
             raise errors.ConnectionClosedError("cannot ack: the client is closed")
         self._queue.append((subject, payload))
         self.queued()
@@ -237,38 +248,39 @@ class AckOutbox(Batcher):
 
     def _send(self, queue: Deque[Tuple[str, bytes]]) -> None:
         """Publish everything queued (loop thread)."""
-        if not self._client._wire:
-            self._client._lt.loop.create_task(self._publish_each()).add_done_callback(_ignore_result)
+        conn = self.conn
+        if not conn.fast:
+            conn.loop_thread.loop.create_task(self._publish_each())
             return
         parts = []
         while queue:
             subject, payload = queue.popleft()
             parts.append(b"PUB %s %d\r\n%s\r\n" % (subject.encode(), len(payload), payload))
-        if not send_raw(self._client._nc, b"".join(parts)):
+        if not conn.send_commands(b"".join(parts)):
             self._lost(len(parts), "the connection is closed or its reconnect buffer is full")
-
-    async def _publish_each(self) -> None:
-        nc = self._client._nc
-        queue = self._queue
-        while queue:
-            subject, payload = queue.popleft()
-            try:
-                await nc.publish(subject, payload)
-            except Exception as exc:
-                self._lost(1, repr(exc))
 
     def _lost(self, count: int, why: str) -> None:
         # The server redelivers after AckWait; say so rather than drop silently.
         self.errors += count
-        _log.warning("jetstream_sync: %d ack(s) not sent: %s", count, why)
+        _log.warning("%d ack(s) not sent: %s", count, why)
 
     async def send_queued(self) -> None:
-        if self._client._wire:
+        if self.conn.fast:
             self._send_now()
         else:
             await self._publish_each()
 
-
-def _ignore_result(task: Any) -> None:
-    if not task.cancelled():
-        task.exception()
+    async def _publish_each(self) -> None:
+        """Without the fast paths: nats-py's publish, one by one. Popping and
+        nats-py's append to its buffer happen without a yield between them,
+        so concurrent drainers keep the queue's order."""
+        nc = self.conn.nc
+        queue = self._queue
+        while queue:
+            subject, payload = queue.popleft()
+            try:
+                if nc is None:
+                    raise errors.ConnectionClosedError("not connected")
+                await nc.publish(subject, payload)
+            except Exception as exc:
+                self._lost(1, repr(exc))

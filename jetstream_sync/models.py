@@ -2,7 +2,7 @@
 
 nats-py's dataclasses lack newer consumer fields (per-request limits,
 priority groups) and silently drop fields they do not know. The subclasses
-here add the missing fields and keep every unknown top-level field in
+here add the missing fields and keep every unknown field (nested ones too) in
 ``extra``, which ``as_dict()`` sends back, so a get → update round-trip never
 erases server settings this library has not heard of.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Dict, List, Optional
+from typing import Any, ClassVar, Dict, FrozenSet, List, Optional, Tuple
 
 from nats.js import api as _api
 
@@ -44,9 +44,17 @@ __all__ = [
     "StorageType",
     "StoreCompression",
     "StreamState",
+    "StreamSource",
+    "ExternalStream",
+    "SubjectTransform",
+    "StreamConsumerSource",
+    "StreamConsumerLimits",
+    "Placement",
+    "RePublish",
 ]
 
 _NS = 1_000_000_000
+_ABSENT = object()  # a key the server left out
 
 
 def _split_unknown(cls: type, resp: Dict[str, Any]) -> Dict[str, Any]:
@@ -65,24 +73,158 @@ def _seconds_to_ns(value: Optional[float]) -> Optional[int]:
     return None if value is None else int(round(value * _NS))
 
 
-@dataclass
-class StreamConfig(_api.StreamConfig):
-    """Stream configuration (nats-py's, keeping unknown server fields in ``extra``).
+def _copy_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_json(v) for v in value]
+    return value
 
-    Durations (``max_age``, ``duplicate_window``) are seconds.
+
+_FIELD_NAMES: Dict[type, FrozenSet[str]] = {}
+
+
+@dataclass
+class _Model:
+    """Parsing shared by the config models (listed before a nats-py base).
+
+    ``from_response`` never mutates its argument (nats-py's does, which got
+    nested fields converted twice) and builds nested objects from these
+    classes, so unknown keys survive at every level in ``extra``. Durations
+    become seconds, times datetimes; ``_wire`` remembers the server's exact
+    form of those (and which defaults it left out), and ``as_dict()`` sends
+    that back for every value still unchanged, so get → update is exact.
     """
 
     extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    _wire: Dict[str, Tuple[Any, Any]] = field(default_factory=dict, repr=False, compare=False)
+
+    _nested: ClassVar[Dict[str, Any]] = {}  # field -> model class
+    _durations: ClassVar[Tuple[str, ...]] = ()  # seconds here, nanoseconds on the wire
+    _times: ClassVar[Tuple[str, ...]] = ()  # datetime here, RFC 3339 on the wire
 
     @classmethod
-    def from_response(cls, resp: Dict[str, Any]) -> "StreamConfig":
-        extra = _split_unknown(cls, resp)
-        cfg = super().from_response(resp)
-        cfg.extra = extra
-        return cfg
+    def _field_names(cls) -> FrozenSet[str]:
+        names = _FIELD_NAMES.get(cls)
+        if names is None:
+            names = _FIELD_NAMES[cls] = frozenset(f.name for f in fields(cls)) - {"extra", "_wire"}
+        return names
+
+    @classmethod
+    def from_response(cls, resp: Dict[str, Any]) -> Any:
+        known = cls._field_names()
+        params: Dict[str, Any] = {}
+        extra: Dict[str, Any] = {}
+        wire: Dict[str, Tuple[Any, Any]] = {}
+        for key, value in resp.items():
+            if key not in known:
+                extra[key] = _copy_json(value)
+                continue
+            if value is None:
+                pass
+            elif key in cls._nested:
+                sub = cls._nested[key]
+                value = [sub.from_response(v) for v in value] if isinstance(value, list) else sub.from_response(value)
+            elif key in cls._durations:
+                if isinstance(value, list):
+                    seconds: Any = [v / _NS for v in value]
+                    wire[key] = (list(seconds), list(value))
+                else:
+                    seconds = value / _NS
+                    wire[key] = (seconds, value)
+                value = seconds
+            elif key in cls._times:
+                when = _api.Base._parse_utc_iso(value)
+                wire[key] = (when, value)
+                value = when
+            else:
+                value = _copy_json(value)
+            params[key] = value
+        obj = cls(**params)
+        for key in known - resp.keys():
+            wire[key] = (getattr(obj, key), _ABSENT)
+        obj.extra = extra
+        obj._wire = wire
+        return obj
 
     def as_dict(self) -> Dict[str, object]:
-        return _with_extra(super().as_dict(), self.extra)
+        result = super().as_dict()  # type: ignore[misc]
+        result.pop("_wire", None)
+        for key in self._durations:
+            value = getattr(self, key)
+            if value is not None and key in result:  # present: the base decided to send it
+                result[key] = [_seconds_to_ns(v) for v in value] if isinstance(value, list) else _seconds_to_ns(value)
+        for key, (value, sent) in self._wire.items():
+            if getattr(self, key) == value:
+                if sent is _ABSENT:
+                    result.pop(key, None)
+                else:
+                    result[key] = _copy_json(sent)
+        return _with_extra(result, self.extra)
+
+
+@dataclass
+class ExternalStream(_Model, _api.ExternalStream):
+    """Another domain's or account's JetStream API (``api``) and delivery prefix."""
+
+
+@dataclass
+class SubjectTransform(_Model, _api.SubjectTransform):
+    """Subject transform ``src`` → ``dest``."""
+
+
+@dataclass
+class StreamConsumerSource(_Model, _api.StreamConsumerSource):
+    """Pre-created consumer a source or mirror reads from (ADR-60)."""
+
+
+@dataclass
+class Placement(_Model, _api.Placement):
+    """Where a stream's replicas go."""
+
+
+@dataclass
+class RePublish(_Model, _api.RePublish):
+    """Republish stored messages from ``src`` to ``dest``."""
+
+
+@dataclass
+class StreamConsumerLimits(_Model, _api.StreamConsumerLimits):
+    """Defaults and caps for a stream's consumers; ``inactive_threshold`` is seconds."""
+
+    _durations: ClassVar[Tuple[str, ...]] = ("inactive_threshold",)
+
+
+@dataclass
+class StreamSource(_Model, _api.StreamSource):
+    """A stream's source or mirror; ``opt_start_time`` is a datetime."""
+
+    _nested: ClassVar[Dict[str, type]] = {
+        "external": ExternalStream,
+        "subject_transforms": SubjectTransform,
+        "consumer": StreamConsumerSource,
+    }
+    _times: ClassVar[Tuple[str, ...]] = ("opt_start_time",)
+
+
+@dataclass
+class StreamConfig(_Model, _api.StreamConfig):
+    """Stream configuration (nats-py's, keeping unknown server fields in ``extra``).
+
+    Durations (``max_age``, ``duplicate_window``, ``subject_delete_marker_ttl``,
+    ``consumer_limits.inactive_threshold``) are seconds. Nested values are
+    this module's :class:`StreamSource`, :class:`Placement`, … .
+    """
+
+    _nested: ClassVar[Dict[str, type]] = {
+        "placement": Placement,
+        "mirror": StreamSource,
+        "sources": StreamSource,
+        "republish": RePublish,
+        "subject_transform": SubjectTransform,
+        "consumer_limits": StreamConsumerLimits,
+    }
+    _durations: ClassVar[Tuple[str, ...]] = ("max_age", "duplicate_window", "subject_delete_marker_ttl")
 
 
 class _InfoWithConfig:
@@ -91,13 +233,18 @@ class _InfoWithConfig:
     @classmethod
     def from_response(cls, resp: Dict[str, Any]) -> Any:
         extra = _split_unknown(cls, resp)
+        # nats-py converts nested dicts in place: hand it a copy, without the config.
+        rest = {k: _copy_json(v) for k, v in resp.items() if k != "config"}
+        info = super().from_response(rest)  # type: ignore[misc]
         config = resp.get("config")
-        # The parent converts a config dict in place; give it a copy.
-        info = super().from_response({**resp, "config": dict(config or {})})  # type: ignore[misc]
         if isinstance(config, dict):
-            info.config = cls._config_cls.from_response(config)  # type: ignore[attr-defined]
+            config = cls._config_cls.from_response(config)  # type: ignore[attr-defined]
+        info.config = config
         info.extra = extra
         return info
+
+    def as_dict(self) -> Dict[str, object]:
+        return _with_extra(super().as_dict(), self.extra)  # type: ignore[misc,attr-defined]
 
 
 @dataclass
@@ -109,7 +256,7 @@ class StreamInfo(_InfoWithConfig, _api.StreamInfo):
 
 
 @dataclass
-class ConsumerConfig(_api.ConsumerConfig):
+class ConsumerConfig(_Model, _api.ConsumerConfig):
     """Consumer configuration: nats-py's plus the fields it lacks.
 
     Durations are seconds: ``ack_wait``, ``inactive_threshold``,
@@ -126,26 +273,22 @@ class ConsumerConfig(_api.ConsumerConfig):
     priority_groups: Optional[List[str]] = None
     priority_policy: Optional[str] = None
     priority_timeout: Optional[float] = None
-    extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    @classmethod
-    def from_response(cls, resp: Dict[str, Any]) -> "ConsumerConfig":
-        extra = _split_unknown(cls, resp)
-        for key in ("max_expires", "priority_timeout"):
-            if resp.get(key) is not None:
-                resp[key] = resp[key] / _NS
-        cfg = super().from_response(resp)
-        cfg.extra = extra
-        return cfg
+    _durations: ClassVar[Tuple[str, ...]] = (
+        "ack_wait",
+        "idle_heartbeat",
+        "inactive_threshold",
+        "backoff",
+        "max_expires",
+        "priority_timeout",
+    )
+    _times: ClassVar[Tuple[str, ...]] = ("opt_start_time",)
 
     def as_dict(self) -> Dict[str, object]:
         result = super().as_dict()
-        for key in ("max_expires", "priority_timeout"):
-            if result.get(key) is not None:
-                result[key] = _seconds_to_ns(result[key])  # type: ignore[arg-type]
         if isinstance(self.pause_until, datetime.datetime):
             result["pause_until"] = self._to_utc_iso(self.pause_until)
-        return _with_extra(result, self.extra)
+        return result
 
 
 @dataclass

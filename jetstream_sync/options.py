@@ -1,8 +1,11 @@
-"""Options of messages()/consume() and fetch(): ADR-37 defaults and
-validation, the pull-request body, the refill rule and the status table.
+"""Argument validation, and the options of messages()/consume() and fetch():
+ADR-37 defaults, the pull-request body, the refill rule and the status table.
 
-Pure functions, no I/O: everything here is unit-tested without a server.
-Durations are seconds here and nanoseconds on the wire.
+This module is the one place where arguments are checked: durations,
+subjects, names, headers and wire limits. Pure functions, no I/O: everything
+here is unit-tested without a server. Bad input raises
+``errors.InvalidOptionError`` (a ``ValueError``) naming the argument and the
+value. Durations are seconds here and nanoseconds on the wire.
 """
 
 from __future__ import annotations
@@ -10,13 +13,27 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from . import errors
 
 __all__ = [
+    "MAX_DURATION",
+    "MAX_CONTROL_LINE",
+    "MAX_NAME_LEN",
+    "duration",
+    "optional_timeout",
+    "subject",
+    "name",
+    "api_prefix",
+    "header_block",
+    "control_line",
+    "payload_size",
+    "ack_reply",
+    "term_reason",
     "ConsumeOptions",
     "FetchOptions",
     "consume_options",
@@ -41,10 +58,201 @@ NO_WAIT_TIMEOUT = 1.0
 _NS = 1_000_000_000
 
 
-def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+# Validation
+
+# A Go time.Duration is int64 nanoseconds (~292 years); 10 years is plenty and
+# keeps int(MAX_DURATION * 1e9) far inside int64.
+MAX_DURATION = 10 * 365 * 86400.0
+
+MAX_CONTROL_LINE = 4096  # nats-server's default max_control_line
+MAX_NAME_LEN = 255  # nats-server's JSMaxNameLen (bytes)
+ACK_PREFIX = "$JS.ACK."
+_SIZE_DIGITS = len(str(2**31 - 1))  # the server's max_payload is an int32
+
+_BAD_SUBJECT_CHAR = re.compile(r"[\s\x00-\x1f\x7f]")
+_BAD_NAME_CHAR = re.compile(r"[\s\x00-\x1f\x7f.*>/\\]")
+_HEADER_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # RFC 7230 tchar
+
+
+def _utf8(what: str, value: str) -> bytes:
+    try:
+        return value.encode()
+    except UnicodeEncodeError:
+        raise errors.InvalidOptionError(f"{what} is not valid UTF-8 text: {value!r}") from None
+
+
+def duration(
+    name: str, value: Any, *, minimum: float = 0.0, allow_zero: bool = False, maximum: float = MAX_DURATION
+) -> float:
+    """A duration in seconds: an int or float (not bool), finite, > 0 (>= 0 with
+    ``allow_zero``), within [minimum, maximum]; ``maximum`` is capped at MAX_DURATION."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise errors.InvalidOptionError(f"{name} must be a number of seconds, got {value!r}")
-    return float(value)
+    maximum = min(maximum, MAX_DURATION)
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int too big for a float
+        raise errors.InvalidOptionError(f"{name} must be at most {maximum:g}s, got {value!r}") from None
+    if not math.isfinite(seconds):
+        raise errors.InvalidOptionError(f"{name} must be a finite number of seconds, got {value!r}")
+    if allow_zero:
+        if seconds < 0:
+            raise errors.InvalidOptionError(f"{name} must be >= 0 seconds, got {value!r}")
+    elif seconds <= 0:
+        raise errors.InvalidOptionError(f"{name} must be > 0 seconds, got {value!r}")
+    if seconds < minimum:
+        raise errors.InvalidOptionError(f"{name} must be at least {minimum:g}s, got {value!r}")
+    if seconds > maximum:
+        raise errors.InvalidOptionError(f"{name} must be at most {maximum:g}s, got {value!r}")
+    return seconds
+
+
+def optional_timeout(name: str, value: Any) -> Optional[float]:
+    """None (wait forever) or a duration >= 0 in seconds."""
+    return None if value is None else duration(name, value, allow_zero=True)
+
+
+_PLAIN_SUBJECT = re.compile(r"[\w$\-:]+(?:\.[\w$\-:]+)*", re.ASCII)
+
+
+def subject(value: Any, *, what: str = "subject", wildcards: bool = False) -> str:
+    """A NATS subject: '.'-separated non-empty tokens, no whitespace or control
+    characters. With ``wildcards``, '*' may be a whole token and '>' the whole
+    last token; without, neither may appear."""
+    if type(value) is str and _PLAIN_SUBJECT.fullmatch(value):  # the common case, one C call
+        return value
+    if not isinstance(value, str) or not value:
+        raise errors.InvalidOptionError(f"{what} must be a non-empty string, got {value!r}")
+    bad = _BAD_SUBJECT_CHAR.search(value)
+    if bad:
+        raise errors.InvalidOptionError(
+            f"{what} must not contain whitespace or control characters, got {value!r} (has {bad.group()!r})"
+        )
+    if not value.isascii():
+        _utf8(what, value)
+    tokens = value.split(".")
+    last = len(tokens) - 1
+    for i, token in enumerate(tokens):
+        if not token:
+            raise errors.InvalidOptionError(
+                f"{what} must not have empty tokens (leading, trailing or '..'), got {value!r}"
+            )
+        if "*" in token or ">" in token:
+            if not wildcards:
+                raise errors.InvalidOptionError(f"{what} must not contain wildcards ('*', '>'), got {value!r}")
+            if token != "*" and not (token == ">" and i == last):
+                raise errors.InvalidOptionError(
+                    f"{what}: '*' must be a whole token and '>' the whole last token, got {value!r}"
+                )
+    return value
+
+
+def name(kind: str, value: Any) -> str:
+    """A stream, consumer or domain name (ADR-6): non-empty, at most 255 bytes,
+    no '.', '*', '>', '/', '\\', whitespace or control characters."""
+    if not isinstance(value, str) or not value:
+        raise errors.InvalidOptionError(f"{kind} name must be a non-empty string, got {value!r}")
+    bad = _BAD_NAME_CHAR.search(value)
+    if bad:
+        raise errors.InvalidOptionError(
+            f"{kind} name must not contain '.', '*', '>', '/', '\\', whitespace or control characters,"
+            f" got {value!r} (has {bad.group()!r})"
+        )
+    size = len(_utf8(f"{kind} name", value))
+    if size > MAX_NAME_LEN:
+        raise errors.InvalidOptionError(
+            f"{kind} name must be at most {MAX_NAME_LEN} bytes, got {size} bytes ({value[:32]!r}...)"
+        )
+    return value
+
+
+def api_prefix(value: Any) -> str:
+    """A JetStream API prefix: a subject without wildcards; one trailing '.' is dropped."""
+    if not isinstance(value, str):
+        raise errors.InvalidOptionError(f"api_prefix must be a string, got {value!r}")
+    prefix = value[:-1] if value.endswith(".") else value
+    if not prefix:
+        raise errors.InvalidOptionError(f"api_prefix must be a non-empty subject, got {value!r}")
+    return subject(prefix, what="api_prefix")
+
+
+def header_block(headers: Any) -> bytes:
+    """The ``NATS/1.0`` header block of a mapping of str to str (or list of str:
+    one line per item). Bad keys or values raise; nothing is stripped or replaced."""
+    if not isinstance(headers, Mapping):
+        raise errors.InvalidOptionError(f"headers must be a mapping of str to str, got {headers!r}")
+    lines: List[bytes] = [b"NATS/1.0\r\n"]
+    for key, value in headers.items():
+        if not isinstance(key, str) or not _HEADER_TOKEN.fullmatch(key):
+            raise errors.InvalidOptionError(
+                f"header name must be a non-empty str of RFC 7230 token characters"
+                f" (no ':', whitespace or control characters), got {key!r}"
+            )
+        if isinstance(value, str):
+            values = [value]
+        elif isinstance(value, (list, tuple)):
+            values = list(value)
+        else:
+            raise errors.InvalidOptionError(f"header {key!r} value must be a str or a list of str, got {value!r}")
+        for item in values:
+            if not isinstance(item, str):
+                raise errors.InvalidOptionError(f"header {key!r} value must be a str, got {item!r}")
+            if "\r" in item or "\n" in item:
+                raise errors.InvalidOptionError(f"header {key!r} value must not contain CR or LF, got {item!r}")
+            lines.append(b"%s: %s\r\n" % (key.encode(), _utf8(f"header {key!r} value", item)))
+    lines.append(b"\r\n")
+    return b"".join(lines)
+
+
+def control_line(subject: Any, reply: Any = "", *, max_control_line: int = MAX_CONTROL_LINE) -> None:
+    """Raise if ``HPUB <subject> <reply> <hdr> <total>`` would exceed the server's
+    max_control_line (it counts the arguments; sizes are taken at their widest)."""
+    reply = "" if reply is None else reply
+    if not isinstance(subject, str) or not isinstance(reply, str):
+        raise errors.InvalidOptionError(f"subject and reply must be strings, got {subject!r} and {reply!r}")
+    size = len(subject.encode(errors="replace")) + 2 * (1 + _SIZE_DIGITS)
+    if reply:
+        size += 1 + len(reply.encode(errors="replace"))
+    if size > max_control_line:
+        raise errors.InvalidOptionError(
+            f"subject ({len(subject)} chars) and reply ({len(reply)} chars) are too long: the protocol line"
+            f" would be {size} bytes, over the server's max_control_line of {max_control_line}"
+        )
+
+
+def payload_size(total: int, max_payload: Optional[int], what: str = "message") -> None:
+    """Raise if ``total`` bytes (headers + data) exceed the server's max_payload
+    (0 or None: not known yet, no check)."""
+    if max_payload and total > max_payload:
+        raise errors.InvalidOptionError(
+            f"{what} is {total} bytes (headers + data), over the server's max_payload of {max_payload} bytes"
+        )
+
+
+def ack_reply(reply: Any) -> str:
+    """The reply subject of an ackable JetStream message; NotJSMessageError otherwise."""
+    if not isinstance(reply, str) or not reply.startswith(ACK_PREFIX) or len(reply) == len(ACK_PREFIX):
+        raise errors.NotJSMessageError(
+            f"not a JetStream message: reply subject {reply!r} is not a {ACK_PREFIX} subject"
+        )
+    try:
+        return subject(reply, what="ack reply subject")
+    except errors.InvalidOptionError as exc:
+        raise errors.NotJSMessageError(f"not a JetStream message: {exc}") from None
+
+
+def term_reason(reason: Any, max_payload: Optional[int]) -> bytes:
+    """The body of a ``+TERM`` ack, with an optional one-line str reason."""
+    if reason is None or reason == "":
+        body = b"+TERM"
+    elif not isinstance(reason, str):
+        raise errors.InvalidOptionError(f"term reason must be a str, got {reason!r}")
+    elif "\r" in reason or "\n" in reason:
+        raise errors.InvalidOptionError(f"term reason must not contain CR or LF, got {reason!r}")
+    else:
+        body = b"+TERM " + _utf8("term reason", reason)
+    payload_size(len(body), max_payload, "+TERM with its reason")
+    return body
 
 
 def _count(name: str, value: Any) -> int:
@@ -90,17 +298,11 @@ def consume_options(
     else:
         mbytes = 0
         msgs = DEFAULT_MAX_MESSAGES if max_messages is None else _count("max_messages", max_messages)
-    exp = DEFAULT_EXPIRES if expires is None else _number("expires", expires)
-    if exp < MIN_EXPIRES:
-        raise errors.InvalidOptionError(f"expires must be at least {MIN_EXPIRES}s, got {exp}")
+    exp = DEFAULT_EXPIRES if expires is None else duration("expires", expires, minimum=MIN_EXPIRES)
     if idle_heartbeat is None:
         hb = min(exp / 2, MAX_HEARTBEAT)
     else:
-        hb = _number("idle_heartbeat", idle_heartbeat)
-        if not MIN_HEARTBEAT <= hb <= MAX_HEARTBEAT:
-            raise errors.InvalidOptionError(
-                f"idle_heartbeat must be between {MIN_HEARTBEAT}s and {MAX_HEARTBEAT}s, got {hb}"
-            )
+        hb = duration("idle_heartbeat", idle_heartbeat, minimum=MIN_HEARTBEAT, maximum=MAX_HEARTBEAT)
         if hb > exp / 2:
             raise errors.InvalidOptionError(f"idle_heartbeat ({hb}s) must be at most half of expires ({exp}s)")
     if threshold_messages is None:
@@ -164,15 +366,11 @@ def fetch_options(
         if idle_heartbeat:
             raise errors.InvalidOptionError("fetch_no_wait takes no idle_heartbeat")
         return FetchOptions(msgs, mbytes, 0.0, 0.0, True)
-    exp = _number("expires", DEFAULT_EXPIRES if expires is None else expires)
-    if exp <= 0:
-        raise errors.InvalidOptionError(f"expires must be > 0, got {exp}")
+    exp = duration("expires", DEFAULT_EXPIRES if expires is None else expires)
     if idle_heartbeat is None:
         hb = FETCH_HEARTBEAT if exp >= FETCH_HEARTBEAT_FROM else 0.0
     else:
-        hb = _number("idle_heartbeat", idle_heartbeat)
-        if hb <= 0:
-            raise errors.InvalidOptionError(f"idle_heartbeat must be > 0, got {hb}")
+        hb = duration("idle_heartbeat", idle_heartbeat)
         if hb > exp / 2:
             raise errors.InvalidOptionError(f"idle_heartbeat ({hb}s) must be at most half of expires ({exp}s)")
     return FetchOptions(msgs, mbytes, exp, hb, False)

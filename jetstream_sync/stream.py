@@ -36,16 +36,16 @@ class Stream:
     def purge(self, subject: Optional[str] = None, seq: Optional[int] = None, keep: Optional[int] = None) -> int:
         """Remove messages (all, or those on ``subject``; below ``seq``, or all
         but the newest ``keep``). Returns how many were purged."""
-        return self._js._purge(self.name, subject, seq, keep)
+        return self._js.purge_stream(self.name, subject, seq, keep)
 
     def get_msg(self, seq: Optional[int] = None, last_by_subject: Optional[str] = None) -> StoredMsg:
         """Read one stored message by sequence or as the last on a subject;
         raises MsgNotFoundError."""
-        return self._js._get_msg(self.name, seq, last_by_subject)
+        return self._js.get_msg(self.name, seq, last_by_subject)
 
     def delete_msg(self, seq: int, erase: bool = False) -> None:
         """Delete one message; ``erase=True`` overwrites its bytes on disk."""
-        self._js._delete_msg(self.name, seq, erase)
+        self._js.delete_msg(self.name, seq, erase)
 
     # -- consumers --------------------------------------------------------------
 

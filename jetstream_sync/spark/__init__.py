@@ -11,7 +11,7 @@ See docs/spark.md.
 """
 
 from ._clients import close_all, connect_options, shared_client
-from ._read import DataLossError
+from ._read import DataLossError, PartitionIncompleteError
 from ._write import PublishCounts, publish_partition
 from .datasource import SCHEMA, JetStreamDataSource
 
@@ -25,6 +25,7 @@ __all__ = [
     "close_all",
     "connect_options",
     "DataLossError",
+    "PartitionIncompleteError",
 ]
 
 

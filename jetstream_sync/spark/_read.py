@@ -194,12 +194,14 @@ def split(opts: ReadOptions, start: int, end: int) -> List[SeqRange]:
 def read_messages(r: SeqRange) -> Iterator[jss.Msg]:
     """The stored messages of ``r``, read through an ephemeral pull consumer.
 
-    Ends at the range's last sequence, or as soon as no matching message is
-    left (with a subject filter the last sequence may never match).
+    Ends at the range's last sequence, at the first message past it, or when
+    the server says nothing matching is left (with a subject filter the last
+    sequence may never match; deleted sequences are skipped). Anything else,
+    such as no message for ``fetchTimeout`` from a stalled server, raises
+    :class:`PartitionIncompleteError`: a partition is never returned short.
     """
     if r.start >= r.end:
         return
-    js = shared_client(dict(r.settings)).jetstream()
     config: Dict[str, Any] = dict(
         deliver_policy="by_start_sequence", opt_start_seq=r.start, ack_policy="none",
         mem_storage=True, num_replicas=1, inactive_threshold=60.0,
@@ -208,18 +210,30 @@ def read_messages(r: SeqRange) -> Iterator[jss.Msg]:
         config["filter_subject"] = r.subjects[0]
     elif r.subjects:
         config["filter_subjects"] = list(r.subjects)
-    cons = js.create_consumer(r.stream, **config)
+    try:
+        client = shared_client(dict(r.settings))
+        cons = client.jetstream().create_consumer(r.stream, **config)
+    except jss.APIError:
+        raise  # the server's answer (no such stream, bad filter …): a retry would not help
+    except jss.JetStreamError as exc:
+        raise _incomplete(r, None, f"could not create its consumer: {exc!r}") from exc
     try:
         if not cons.cached_info.num_pending:
             return
         last = r.end - 1
+        msg: Optional[jss.Msg] = None
+        idle_after: Any = _NOTHING  # the last message before the previous timeout
         with cons.messages(max_messages=max(1, min(r.batch, r.end - r.start))) as it:
             while True:
                 try:
                     msg = it.next(timeout=r.timeout)
                 except jss.TimeoutError:
-                    _log.warning("jetstream: no message for %.0fs reading %s [%d, %d)", r.timeout, r.stream, r.start, r.end)
-                    return
+                    if _nothing_left(cons, r, msg, second=idle_after is msg):
+                        return
+                    idle_after = msg
+                    continue
+                except jss.JetStreamError as exc:
+                    raise _incomplete(r, msg, repr(exc)) from exc
                 seq, pending, _ = ack_numbers(msg.reply)
                 if seq > last:
                     return
@@ -227,7 +241,45 @@ def read_messages(r: SeqRange) -> Iterator[jss.Msg]:
                 if seq == last or pending == 0:
                     return
     finally:
-        _delete_quietly(cons)
+        # Briefly: a stalled server should not hold up the task's failure.
+        _delete_quietly(cons, client.jetstream(timeout=2.0))
+
+
+class PartitionIncompleteError(jss.JetStreamError):
+    """A partition could not be read to the end of its range (server stalled
+    or unreachable, consumer lost). Retryable: Spark's task retry re-reads it."""
+
+
+_NOTHING = object()
+
+
+def _incomplete(r: SeqRange, msg: Optional[jss.Msg], why: str) -> PartitionIncompleteError:
+    where = f"after sequence {msg.metadata.sequence.stream}" if msg is not None else "before its first message"
+    return PartitionIncompleteError(
+        f"stream {r.stream!r} range [{r.start}, {r.end}) stopped {where}: {why}"
+    )
+
+
+def _nothing_left(cons: jss.Consumer, r: SeqRange, msg: Optional[jss.Msg], second: bool) -> bool:
+    """After ``fetchTimeout`` without a message: True when the server says no
+    matching message is left and none is on its way; otherwise raise, or
+    (first time, server answering) False to wait once more."""
+    try:
+        info = cons.info()
+    except jss.JetStreamError as exc:
+        raise _incomplete(r, msg, f"no message for {r.timeout}s and no consumer info: {exc!r}") from exc
+    # ack_policy none: no redeliveries, so consumer sequences count deliveries.
+    received = msg.metadata.sequence.consumer if msg is not None else 0
+    in_flight = (info.delivered.consumer_seq if info.delivered else 0) - received
+    if not info.num_pending and in_flight <= 0:
+        return True
+    if second:
+        raise _incomplete(
+            r, msg, f"no message for {r.timeout}s twice; the server reports {info.num_pending} "
+            f"pending and {in_flight} sent but not received",
+        )
+    _log.warning("jetstream: no message for %gs reading %s [%d, %d); waiting once more", r.timeout, r.stream, r.start, r.end)
+    return False
 
 
 def ack_numbers(reply: str) -> Tuple[int, int, int]:
@@ -282,8 +334,11 @@ def read_range_arrow(r: SeqRange, schema: Any) -> Iterator[Any]:
         yield batch()
 
 
-def _delete_quietly(cons: jss.Consumer) -> None:
+def _delete_quietly(cons: jss.Consumer, js: Optional[jss.JetStream] = None) -> None:
     try:
-        cons.delete()
+        if js is None:
+            cons.delete()
+        else:
+            js.delete_consumer(cons.stream_name, cons.name)
     except jss.JetStreamError as exc:  # inactive_threshold removes it anyway
         _log.debug("jetstream: could not delete consumer %s: %r", cons.name, exc)

@@ -115,11 +115,12 @@ def test_ack_bodies_on_the_wire(nc, loaded):
 
 def test_acks_are_flushed_by_close(server, js, stream):
     js.publish(f"{stream.name.lower()}.x", b"1")
-    c = stream.create_consumer(durable_name="c")
+    js.publish(f"{stream.name.lower()}.x", b"2")
+    c = stream.create_consumer(durable_name="c", ack_wait=30)
     other = jss.connect(server.url)
-    (msg,) = raw_pull(other, stream.name, "c", 1)
+    msg, late = raw_pull(other, stream.name, "c", 2)
     msg.ack()
     other.close()  # the queued ack must go out before the socket closes
-    wait_until(lambda: c.info().num_ack_pending == 0)
+    wait_until(lambda: c.info().num_ack_pending == 1)
     with pytest.raises(jss.ConnectionClosedError):
-        jss.Msg(msg.subject, msg.reply, msg.data, None, other).ack()
+        late.ack()

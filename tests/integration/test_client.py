@@ -102,7 +102,7 @@ def test_blocking_call_from_loop_thread_raises(nc):
             seen.append(exc)
         done.set()
 
-    nc._lt.call_soon(on_loop)
+    nc._conn.loop_thread.call_soon(on_loop)
     assert done.wait(5)
     assert isinstance(seen[0], jss.DeadlockError)
     nc.publish("x", b"still fine")
@@ -196,7 +196,7 @@ def test_connection_events_fan_out_to_listeners(private_server):
     )
     for i in range(3):
         for ev in ("disconnected", "reconnected", "closed"):
-            nc._add_listener(ev, lambda ev=ev, i=i: events.append((ev, i)))
+            nc._conn.add_listener(ev, lambda ev=ev, i=i: events.append((ev, i)))
     private_server.restart()
     wait_until(lambda: ("reconnected", 2) in events, timeout=15)
     assert {("disconnected", i) for i in range(3)} <= set(events)

@@ -71,7 +71,7 @@ def test_remove_consumer_while_iterating(js, stream, subj, cons):
     stream.delete_consumer("c")
     with pytest.raises(jss.ConsumerDeletedError):
         ctx.next(timeout=5)
-    with pytest.raises(jss.ConsumerStoppedError):
+    with pytest.raises(jss.ConsumerDeletedError):  # every later call, too
         ctx.next(timeout=1)
     assert ctx.wait_closed(5)
 
@@ -200,19 +200,16 @@ def test_connection_close_ends_a_blocked_next(server, stream):
     assert isinstance(waiter.join(10).error, jss.ConnectionClosedError)
 
 
-def test_missing_heartbeat_is_reported_not_raised(stream, cons):
+def test_pulls_on_a_missing_consumer_end_with_consumer_deleted(stream, cons):
     stream.delete_consumer("c")
     reports = []
     ctx = cons.messages(idle_heartbeat=0.5, expires=1.0, error_handler=lambda e: reports.append((time.monotonic(), e)))
     start = time.monotonic()
-    with pytest.raises(jss.TimeoutError):
-        ctx.next(timeout=1.6)
-    kinds = [type(e) for _, e in reports]
-    assert jss.NoRespondersError in kinds
-    first_hb = next(t for t, e in reports if isinstance(e, jss.NoHeartbeatError))
-    assert 1.0 <= first_hb - start <= 1.5
-    assert ctx.stats.missed_heartbeats >= 1
-    ctx.stop()
+    with pytest.raises(jss.ConsumerDeletedError):
+        ctx.next(timeout=10)
+    assert time.monotonic() - start < 5  # the 503 led to a look at the consumer
+    assert jss.NoRespondersError in [type(e) for _, e in reports]
+    assert ctx.wait_closed(5)
 
 
 def test_threads_share_one_context(js, subj, cons):
@@ -288,12 +285,10 @@ def test_statuses_never_reach_the_user(js, subj, cons):
 
 def test_works_without_the_fast_paths(monkeypatch, server, stream):
     """If nats-py's internals change, the public nats-py API is used instead."""
-    import jetstream_sync._wire as wire
-
-    monkeypatch.setattr(wire, "supported", lambda nc: False)
+    monkeypatch.setattr("jetstream_sync._connection.supported", lambda nc: False)
     plain = jss.connect(server.url)
     try:
-        assert not plain._wire
+        assert not plain._conn.fast
         js = plain.jetstream()
         subj = f"{stream.name.lower()}.x"
         publish(js, subj, 20)

@@ -38,8 +38,15 @@ def test_window_bounds_in_flight(js, stream):
         f.add_done_callback(watch)
     assert js.publish_async_complete(timeout=30)
     assert max(seen) <= 10
+    # One window per Client, resizable; a bad size is refused.
+    js.set_publish_async_max_pending(5)
+    seen.clear()
+    for f in [js.publish_async(subj, b"2") for _ in range(100)]:
+        f.add_done_callback(watch)
+    assert js.publish_async_complete(timeout=30)
+    assert max(seen) <= 5
     with pytest.raises(jss.InvalidOptionError):
-        js.set_publish_async_max_pending(5)
+        js.set_publish_async_max_pending(0)
 
 
 def test_errors_resolve_the_future(js, stream):

@@ -77,3 +77,91 @@ def test_nak_delay_validated():
     msg = Msg("a", f"$JS.ACK.S.C.1.2.3.{TS}.0", b"")
     with pytest.raises(jss.InvalidOptionError):
         msg.nak(delay=-1)
+
+
+# Defect 27: only plain ASCII decimal digits are numbers; empty tokens and
+# timestamps outside datetime's range are not JetStream ack subjects.
+
+V1 = "$JS.ACK.S.C.{}.{}.{}.{}.{}"
+V2 = "$JS.ACK.hub.ACCHASH.S.C.{}.{}.{}.{}.{}.token"
+GOOD = ["1", "2", "3", str(TS), "0"]
+
+
+def _with(template, index, value):
+    nums = list(GOOD)
+    nums[index] = value
+    return template.format(*nums)
+
+
+@pytest.mark.parametrize("template", [V1, V2], ids=["v1", "v2"])
+@pytest.mark.parametrize("index", range(5), ids=["delivered", "sseq", "cseq", "ts", "pending"])
+def test_parse_metadata_rejects_negative_numbers(template, index):
+    with pytest.raises(jss.NotJSMessageError):
+        parse_metadata(_with(template, index, "-1"))
+
+
+@pytest.mark.parametrize("template", [V1, V2], ids=["v1", "v2"])
+@pytest.mark.parametrize("token", ["1_0", "+1", " 1", "1 ", "0x1", "1e3"])
+def test_parse_metadata_rejects_underscores_signs_and_spaces(template, token):
+    for index in range(5):
+        with pytest.raises(jss.NotJSMessageError):
+            parse_metadata(_with(template, index, token))
+
+
+@pytest.mark.parametrize("template", [V1, V2], ids=["v1", "v2"])
+@pytest.mark.parametrize(
+    "token",
+    [
+        "\u0661\u0662",  # Arabic-Indic 12: int() gives 12
+        "\u0967",  # Devanagari 1
+        "\uff11",  # fullwidth 1
+        "\u00b2",  # superscript 2
+        "1\u0660",
+    ],
+)
+def test_parse_metadata_rejects_non_ascii_digits(template, token):
+    for index in range(5):
+        with pytest.raises(jss.NotJSMessageError):
+            parse_metadata(_with(template, index, token))
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        f"$JS.ACK..C.1.2.3.{TS}.0",  # v1, empty stream
+        f"$JS.ACK.S..1.2.3.{TS}.0",  # v1, empty consumer
+        f"$JS.ACK.hub.ACCHASH..C.1.2.3.{TS}.0",  # v2, empty stream
+        f"$JS.ACK.hub.ACCHASH.S..1.2.3.{TS}.0",  # v2, empty consumer
+        f"$JS.ACK.hub..S.C.1.2.3.{TS}.0",  # v2, empty account hash
+        f"$JS.ACK..ACCHASH.S.C.1.2.3.{TS}.0",  # v2, empty domain
+        f"$JS.ACK.hub.ACCHASH.S.C.1.2.3.{TS}.0.",  # v2, empty trailing token
+    ],
+)
+def test_parse_metadata_rejects_empty_tokens(reply):
+    with pytest.raises(jss.NotJSMessageError):
+        parse_metadata(reply)
+
+
+@pytest.mark.parametrize("template", [V1, V2], ids=["v1", "v2"])
+@pytest.mark.parametrize("index", range(5), ids=["delivered", "sseq", "cseq", "ts", "pending"])
+def test_parse_metadata_rejects_empty_numbers(template, index):
+    with pytest.raises(jss.NotJSMessageError):
+        parse_metadata(_with(template, index, ""))
+
+
+@pytest.mark.parametrize("template", [V1, V2], ids=["v1", "v2"])
+@pytest.mark.parametrize("ts", [str(10**21), str(10**30), "9" * 400])
+def test_parse_metadata_rejects_timestamp_out_of_datetime_range(template, ts):
+    with pytest.raises(jss.NotJSMessageError):
+        parse_metadata(_with(template, 3, ts))
+
+
+def test_parse_metadata_accepts_extreme_valid_values():
+    last_us = 253402300799_999999  # 9999-12-31T23:59:59.999999Z
+    big = str(2**64 - 1)
+    md = parse_metadata(f"$JS.ACK.S.C.{big}.{big}.{big}.{last_us * 1000 + 999}.007")
+    assert md.timestamp == datetime.datetime.max.replace(tzinfo=datetime.timezone.utc)
+    assert (md.num_delivered, md.sequence.stream, md.num_pending) == (2**64 - 1, 2**64 - 1, 7)
+    assert parse_metadata("$JS.ACK.S.C.0.0.0.0.0").timestamp == datetime.datetime(
+        1970, 1, 1, tzinfo=datetime.timezone.utc
+    )

@@ -192,3 +192,73 @@ def test_watchdog_client_deadline():
         clock.tick(1)
         assert w.expired()
         assert not w.missed()  # no heartbeat configured
+
+
+INF = float("inf")
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    "kwargs, argument",
+    [
+        ({"expires": INF}, "expires"),
+        ({"expires": -INF}, "expires"),
+        ({"expires": NAN}, "expires"),
+        ({"idle_heartbeat": INF}, "idle_heartbeat"),
+        ({"idle_heartbeat": NAN}, "idle_heartbeat"),
+        ({"expires": INF, "idle_heartbeat": 5}, "expires"),
+    ],
+)
+def test_consume_options_reject_infinite_expires(kwargs, argument):
+    with pytest.raises(jss.InvalidOptionError, match=f"^{argument} must be a finite number"):
+        consume_options(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, argument",
+    [
+        ({"expires": INF}, "expires"),
+        ({"expires": -INF}, "expires"),
+        ({"expires": NAN}, "expires"),
+        ({"idle_heartbeat": INF}, "idle_heartbeat"),
+        ({"idle_heartbeat": NAN}, "idle_heartbeat"),
+    ],
+)
+def test_fetch_options_reject_nan_and_infinite_durations(kwargs, argument):
+    with pytest.raises(jss.InvalidOptionError, match=f"^{argument} must be a finite number"):
+        fetch_options(5, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "call, argument, text",
+    [
+        (lambda: consume_options(expires=0.5), "expires", "at least 1s, got 0.5"),
+        (lambda: consume_options(expires=-1), "expires", "> 0 seconds, got -1"),
+        (lambda: consume_options(expires="30"), "expires", "number of seconds, got '30'"),
+        (lambda: consume_options(expires=True), "expires", "number of seconds, got True"),
+        (lambda: consume_options(idle_heartbeat=0.4), "idle_heartbeat", "at least 0.5s, got 0.4"),
+        (lambda: consume_options(expires=120, idle_heartbeat=31), "idle_heartbeat", "at most 30s, got 31"),
+        (lambda: consume_options(expires=11 * 365 * 86400), "expires", "at most"),
+        (lambda: fetch_options(5, expires=0), "expires", "> 0 seconds, got 0"),
+        (lambda: fetch_options(5, expires=11 * 365 * 86400), "expires", "at most"),
+        (lambda: fetch_options(5, idle_heartbeat=0), "idle_heartbeat", "> 0 seconds, got 0"),
+        (lambda: fetch_options(5, idle_heartbeat="1"), "idle_heartbeat", "number of seconds"),
+    ],
+)
+def test_duration_options_name_the_argument_and_the_bad_value(call, argument, text):
+    with pytest.raises(jss.InvalidOptionError) as info:
+        call()
+    assert str(info.value).startswith(argument) and text in str(info.value)
+
+
+def test_duration_options_keep_their_semantics_and_fit_int64_nanoseconds():
+    assert consume_options(expires=1).expires == 1.0
+    assert consume_options(expires=60, idle_heartbeat=30).idle_heartbeat == 30.0
+    assert consume_options(expires=3600).idle_heartbeat == 30.0
+    assert fetch_options(5, expires=0.01).expires == 0.01
+    assert fetch_options(5, expires=2, idle_heartbeat=1).idle_heartbeat == 1.0
+    assert fetch_options(5, expires=None).expires == 30.0
+    assert fetch_options(5, expires=INF, no_wait=True).no_wait  # expires is ignored with no_wait
+    long = consume_options(expires=365 * 86400)
+    body = json.loads(pull_request(long.max_messages, long.expires, 0, long.idle_heartbeat))
+    assert body["expires"] == 365 * 86400 * 10**9 < 2**63 - 1

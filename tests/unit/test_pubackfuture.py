@@ -13,7 +13,7 @@ class Publisher:
     def __init__(self):
         self.kicks = 0
 
-    def kick(self):
+    def kick_quietly(self):
         self.kicks += 1
 
 

@@ -1,0 +1,742 @@
+"""The connection core: the one owner of everything a Client is made of.
+
+A :class:`Connection` owns the loop thread, the nats-py client and its
+version-gated fast paths (:mod:`._wire`), the dispatcher of raw subscription
+handlers, the ack outbox, the one async publisher, the registry of live
+contexts / fetches / subscriptions, and the translation of nats-py errors.
+Everything above it (Client, JetStream, the pull engines, the contexts, Msg)
+calls its methods; it imports nothing above it.
+
+Threads: methods marked "loop thread" run only on the loop thread; the
+others may be called from any thread. Shared state touched from both sides
+says how it is safe where it is declared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import queue
+import re
+import threading
+import urllib.parse
+import weakref
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, TypeVar, Union
+
+import nats.errors as _nerr
+from nats.aio.client import Client as _NatsClient
+
+from . import errors
+from ._loop import LoopThread, register_exit_hook
+from ._wire import Dispatcher, Handler, pub_command, send_raw, sid_of, supported
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._publish import AsyncPublisher
+    from .message import AckOutbox
+
+__all__ = ["Connection", "translate", "redact_url", "Resource"]
+
+T = TypeVar("T")
+_log = logging.getLogger("jetstream_sync.connection")
+
+EVENTS = ("disconnected", "reconnected", "closed")
+_USER_CALLBACKS = ("error_cb", "disconnected_cb", "closed_cb", "discovered_server_cb", "reconnected_cb")
+NATS_OPTIONS = frozenset(inspect.signature(_NatsClient.connect).parameters) - {"self", "servers"}
+# Our own connect() options, not passed to nats-py.
+OWN_OPTIONS = frozenset({"retry_on_failed_connect"})
+# JETSTREAM_SYNC_FAST_PATHS=0 forces the public nats-py API (CI runs the
+# integration tier both ways).
+FAST_PATHS_ENV = "JETSTREAM_SYNC_FAST_PATHS"
+
+_PERMISSION = re.compile(r'Permissions Violation for (Publish|Subscription) to "?([^"\s]+)"?', re.IGNORECASE)
+
+# Bumped in a forked child: objects made before the fork compare it with
+# their own generation and refuse use (one int compare, cheap on hot paths).
+_generation = 0
+
+
+def _after_fork_in_child() -> None:
+    global _generation
+    _generation += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password (or token in the user part) replaced by ``***``."""
+    try:
+        parts = urllib.parse.urlsplit(url if "://" in url else f"nats://{url}")
+    except ValueError:
+        return "<invalid url>"
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    user = parts.username or ""
+    cred = f"{user}:***" if parts.password is not None else "***"
+    return urllib.parse.urlunsplit((parts.scheme, f"{cred}@{host}", parts.path, parts.query, parts.fragment))
+
+
+def translate(exc: BaseException) -> BaseException:
+    """Map a nats-py / asyncio / OS exception to this library's hierarchy.
+
+    The one place errors from below are translated; callers ``raise
+    translate(exc) from exc`` so the cause is kept.
+    """
+    if isinstance(exc, errors.JetStreamError):
+        return exc
+    if isinstance(exc, (_nerr.ConnectionClosedError, _nerr.ConnectionDrainingError)):
+        return errors.ConnectionClosedError(str(exc) or "connection closed")
+    if isinstance(exc, _nerr.NoRespondersError):
+        return errors.NoRespondersError("no responders available for request")
+    if isinstance(exc, (_nerr.TimeoutError, asyncio.TimeoutError)):
+        return errors.TimeoutError(str(exc) or "timed out")
+    if isinstance(exc, _nerr.NoServersError):
+        return errors.NoServersError(str(exc) or "no servers available for connection")
+    if isinstance(exc, (_nerr.BadSubjectError, _nerr.MaxPayloadError, _nerr.BadHeaderError)):
+        return errors.InvalidOptionError(str(exc) or exc.__class__.__name__)
+    if isinstance(exc, _nerr.Error):
+        return errors.JetStreamError(str(exc) or exc.__class__.__name__)
+    return exc
+
+
+class Resource:
+    """Something live on a connection that close/drain/fork must reach:
+    pull contexts, fetches, core subscriptions. Subclasses override."""
+
+    def connection_closing(self, error: BaseException) -> None:
+        """Any thread: the connection is closing; stop and release waiters."""
+
+    async def connection_shutdown(self) -> None:
+        """Loop thread: finish loop-side work before the socket closes."""
+
+
+class Connection:
+    """One nats-py connection and everything built on it."""
+
+    def __init__(self, name: str = "jetstream-sync") -> None:
+        from ._publish import AsyncPublisher  # noqa: F401  (cycle: built lazily below)
+        from .message import AckOutbox
+
+        self.loop_thread = LoopThread(name)
+        self._generation = _generation
+        self.nc: Optional[_NatsClient] = None
+        self.fast = False  # the fast paths through nats-py internals are on
+        self._dispatcher: Optional[Dispatcher] = None
+        # Queues of acks and publishes sent in bursts; flush/drain/close and
+        # every other call send them first (an ack precedes a later request).
+        self.outbox: "AckOutbox" = AckOutbox(self)
+        self._publisher: Optional["AsyncPublisher"] = None
+        self._publisher_lock = threading.Lock()
+        # Live resources; _state_lock makes "register" and "closing" exclusive,
+        # so nothing registers after close() collected them.
+        self._resources: "weakref.WeakSet[Resource]" = weakref.WeakSet()
+        self._state_lock = threading.Lock()
+        self.closing = False
+        self.closed = False
+        self._listeners: Dict[str, List[Callable[[], None]]] = {e: [] for e in EVENTS}
+        self._user_cbs: Dict[str, Callable[..., Any]] = {}
+        self._cb_thread: Optional[_CallbackThread] = None
+        # Loop thread only: subject -> callbacks told of a permission violation.
+        self._perm_watchers: Dict[str, Set[Callable[[BaseException], None]]] = {}
+        self._connect_error: Optional[BaseException] = None
+        self._servers: List[str] = []
+        self._subs: Dict[int, Any] = {}  # sid -> nats-py subscription (loop thread)
+
+    # -- state (any thread) ----------------------------------------------------
+
+    @property
+    def forked(self) -> bool:
+        return self._generation != _generation
+
+    def check_fork(self) -> None:
+        """Raise ForkedProcessError in a child process (cheap: hot paths call it)."""
+        if self._generation != _generation:
+            raise errors.ForkedProcessError(
+                "this object was created before os.fork() and cannot be used in the child process; "
+                "create a new Client in the child"
+            )
+
+    def check(self) -> None:
+        """Raise unless this connection may be used from this process now."""
+        if self._generation != _generation:
+            raise errors.ForkedProcessError(
+                "this Client was created before os.fork() and cannot be used in the child process; "
+                "create a new Client in the child"
+            )
+        if self.closing:
+            raise errors.ConnectionClosedError("the client is closed")
+
+    @property
+    def is_connected(self) -> bool:
+        nc = self.nc
+        return not self.closed and nc is not None and nc.is_connected
+
+    @property
+    def is_closed(self) -> bool:
+        nc = self.nc
+        return self.closed or nc is None or nc.is_closed
+
+    @property
+    def is_reconnecting(self) -> bool:
+        nc = self.nc
+        return nc is not None and nc.is_reconnecting
+
+    @property
+    def connected_url(self) -> Optional[str]:
+        nc = self.nc
+        url = nc.connected_url if nc is not None else None
+        return redact_url(url.geturl()) if url is not None else None
+
+    @property
+    def max_payload(self) -> int:
+        nc = self.nc
+        return nc.max_payload if nc is not None else 1024 * 1024
+
+    @property
+    def stats(self) -> Dict[str, int]:
+        out = dict(self.nc.stats) if self.nc is not None else {}
+        out["ack_errors"] = self.outbox.errors
+        return out
+
+    # -- connecting ---------------------------------------------------------------
+
+    def connect(self, servers: Union[str, List[str]], options: Dict[str, Any]) -> None:
+        unknown = set(options) - NATS_OPTIONS - OWN_OPTIONS
+        if unknown:
+            raise errors.InvalidOptionError(f"unknown connect option(s): {', '.join(sorted(unknown))}")
+        retry = bool(options.pop("retry_on_failed_connect", False))
+        for name in _USER_CALLBACKS:
+            cb = options.pop(name, None)
+            if cb is not None:
+                if not callable(cb):
+                    raise errors.InvalidOptionError(f"{name} must be callable")
+                self._user_cbs[name] = cb
+        server_list = [servers] if isinstance(servers, str) else list(servers)
+        if not server_list or not all(isinstance(s, str) and s for s in server_list):
+            raise errors.InvalidOptionError("servers must be a URL or a non-empty list of URLs")
+        self._servers = server_list
+        deadline = None
+        if not retry:
+            deadline = float(options.get("connect_timeout", 2)) * max(1, len(server_list)) + 1.0
+        try:
+            self.loop_thread.run(self._aconnect(server_list, options, deadline, retry))
+        except BaseException:
+            self.loop_thread.stop(timeout=1.0)
+            raise
+        register_exit_hook(self)
+
+    async def _aconnect(
+        self, servers: List[str], options: Dict[str, Any], deadline: Optional[float], retry: bool
+    ) -> None:
+        nc = _NatsClient()
+        self.nc = nc
+        if os.environ.get(FAST_PATHS_ENV, "1") != "0" and supported(nc):
+            self._dispatcher = Dispatcher(nc)  # before connect: its parser reads from the start
+            self.fast = True
+        failed: "asyncio.Future[BaseException]" = asyncio.get_running_loop().create_future()
+        attempts: List[BaseException] = []
+
+        async def on_error(exc: Exception) -> None:
+            if not retry and not failed.done() and not nc.is_connected:
+                attempts.append(exc)
+                if len(attempts) >= len(servers):  # every server failed once: say why at once
+                    failed.set_result(_most_specific(attempts))
+                return
+            await self._on_error(exc)
+
+        cbs = dict(
+            error_cb=on_error,
+            disconnected_cb=self._event_cb("disconnected"),
+            reconnected_cb=self._event_cb("reconnected"),
+            closed_cb=self._event_cb("closed"),
+        )
+        if "discovered_server_cb" in self._user_cbs:
+            cbs["discovered_server_cb"] = self._event_cb("discovered_server")
+        connecting = asyncio.ensure_future(nc.connect(servers, **options, **cbs))
+        try:
+            done, _ = await asyncio.wait({connecting, failed}, timeout=deadline, return_when=asyncio.FIRST_COMPLETED)
+            if connecting in done:
+                connecting.result()
+                return
+            cause: Optional[BaseException] = failed.result() if failed in done else None
+            connecting.cancel()
+        except BaseException as exc:
+            connecting.cancel()
+            await self._close_quietly(nc)
+            if isinstance(exc, errors.JetStreamError):
+                raise
+            raise self._no_servers(exc) from exc
+        await self._close_quietly(nc)
+        raise self._no_servers(cause) from cause
+
+    @staticmethod
+    async def _close_quietly(nc: _NatsClient) -> None:
+        try:
+            await nc.close()
+        except Exception:
+            pass
+
+    def _no_servers(self, cause: Optional[BaseException]) -> errors.JetStreamError:
+        where = ", ".join(redact_url(s) for s in self._servers)
+        reason = describe_connect_error(cause)
+        if isinstance(cause, _nerr.AuthorizationError):
+            return errors.AuthorizationError(f"could not connect to {where}: {reason}")
+        return errors.NoServersError(f"could not connect to {where}: {reason}")
+
+    def _event_cb(self, event: str) -> Callable[[], Awaitable[None]]:
+        async def fire() -> None:
+            if event in ("disconnected", "reconnected"):
+                url = self.connected_url or ""
+                level = logging.WARNING if event == "disconnected" and not self.closing else logging.INFO
+                _log.log(level, "%s %s", event, url)
+            for listener in list(self._listeners.get(event, ())):
+                try:
+                    listener()
+                except Exception:
+                    _log.exception("%s listener failed", event)
+            await self._dispatch_user(f"{event}_cb")
+
+        return fire
+
+    async def _on_error(self, exc: Exception) -> None:
+        """Loop thread: nats-py's error callback."""
+        text = str(exc)
+        match = _PERMISSION.search(text)
+        err: BaseException
+        if match is not None:
+            kind, subject = match.group(1).lower(), match.group(2)
+            err = errors.PermissionDeniedError(f"permission denied: {kind} to {subject!r}")
+            self._permission_denied(kind, subject, err)
+        else:
+            err = translate(exc)
+            _log.debug("connection error: %r", exc)
+        await self._dispatch_user("error_cb", err)
+
+    def report_error(self, exc: BaseException) -> None:
+        """Any thread: pass an asynchronous problem (slow consumer …) to error_cb."""
+        _log.warning("%s", exc)
+        if "error_cb" in self._user_cbs:
+            try:
+                self.call_soon(self._report_now, exc)
+            except errors.JetStreamError:
+                pass
+
+    def _report_now(self, exc: BaseException) -> None:
+        asyncio.ensure_future(self._dispatch_user("error_cb", exc))
+
+    async def _dispatch_user(self, name: str, *args: Any) -> None:
+        cb = self._user_cbs.get(name)
+        if cb is None:
+            return
+        if inspect.iscoroutinefunction(cb):
+            try:
+                await cb(*args)
+            except Exception:
+                _log.exception("%s raised", name)
+            return
+        if self._cb_thread is None:
+            self._cb_thread = _CallbackThread(f"{self.loop_thread.name}-callbacks")
+        self._cb_thread.submit(cb, args)
+
+    def add_listener(self, event: str, fn: Callable[[], None]) -> Callable[[], None]:
+        """Call ``fn()`` on the loop thread at each ``event``; returns a remover.
+
+        Events: "disconnected", "reconnected", "closed". ``fn`` must not block.
+        """
+        listeners = self._listeners[event]
+        listeners.append(fn)
+
+        def remove() -> None:
+            try:
+                listeners.remove(fn)
+            except ValueError:
+                pass
+
+        return remove
+
+    # -- permissions (loop thread) -------------------------------------------------
+
+    def watch_permission(self, subject: str, callback: Callable[[BaseException], None]) -> Callable[[], None]:
+        """Loop thread: ``callback(PermissionDeniedError)`` if the server
+        refuses a publish or subscription on ``subject``; returns a remover."""
+        watchers = self._perm_watchers.setdefault(subject, set())
+        watchers.add(callback)
+
+        def remove() -> None:
+            watchers.discard(callback)
+            if not watchers:
+                self._perm_watchers.pop(subject, None)
+
+        return remove
+
+    def _permission_denied(self, kind: str, subject: str, err: BaseException) -> None:
+        hit = set(self._perm_watchers.get(subject, ()))
+        if kind == "subscription":  # a reply inbox ("_INBOX.x.*") covers the requests on it
+            for watched, callbacks in list(self._perm_watchers.items()):
+                if _covers(subject, watched):
+                    hit |= callbacks
+        for callback in hit:
+            try:
+                callback(err)
+            except Exception:
+                _log.exception("permission watcher failed")
+
+    # -- calls from user threads ---------------------------------------------------
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: Optional[float]) -> T:
+        """Run ``coro`` on the loop and block for its result, translating errors.
+
+        Acks and publishes this thread queued before the call go out first.
+        """
+        try:
+            self.check()
+        except BaseException:
+            coro.close()
+            raise
+        if self.outbox.has_queued():
+            coro = self._after_queued(coro)
+        try:
+            return self.loop_thread.run(coro, timeout)
+        except errors.JetStreamError:
+            raise
+        except (_nerr.Error, asyncio.TimeoutError) as exc:
+            raise translate(exc) from exc
+
+    async def _after_queued(self, coro: Coroutine[Any, Any, T]) -> T:
+        await self.send_batched()
+        return await coro
+
+    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Schedule ``fn(*args)`` on the loop without waiting (never blocks)."""
+        if self._generation != _generation:
+            raise errors.ForkedProcessError("this Client cannot be used after os.fork()")
+        self.loop_thread.call_soon(fn, *args)
+
+    def register(self, resource: Resource) -> None:
+        """Track a live resource; raises ConnectionClosedError once closing began."""
+        with self._state_lock:
+            self.check()
+            self._resources.add(resource)
+
+    def unregister(self, resource: Resource) -> None:
+        self._resources.discard(resource)
+
+    def publisher(self) -> "AsyncPublisher":
+        """The connection's one async publisher, made on first use."""
+        pub = self._publisher
+        if pub is None:
+            from ._publish import AsyncPublisher
+
+            with self._publisher_lock:
+                if self._publisher is None:
+                    self._publisher = AsyncPublisher(self)
+                pub = self._publisher
+        return pub
+
+    @property
+    def has_publisher(self) -> bool:
+        return self._publisher is not None
+
+    # -- loop-side primitives ---------------------------------------------------------
+
+    def _nats(self) -> _NatsClient:
+        nc = self.nc
+        if nc is None:
+            raise errors.ConnectionClosedError("not connected")
+        return nc
+
+    def new_inbox(self) -> str:
+        return self._nats().new_inbox()
+
+    async def subscribe(
+        self, subject: str, handler: Handler, queue: str = "", limits: Optional[Dict[str, int]] = None
+    ) -> int:
+        """Loop thread: a core subscription whose messages go to
+        ``handler(subject, reply, data, header_block)`` (all bytes; the header
+        block includes the ``NATS/1.0`` status line). Returns its sid."""
+        nc = self._nats()
+        lim = limits if limits is not None else {"pending_msgs_limit": 0, "pending_bytes_limit": 0}
+        if self.fast:
+            assert self._dispatcher is not None
+            # No callback: the dispatcher hands messages to handler as parsed.
+            sub = await nc.subscribe(subject, queue=queue, **lim)
+            self._dispatcher.register(sid_of(sub), handler)
+        else:
+
+            async def cb(m: Any) -> None:
+                handler(m.subject.encode(), m.reply.encode(), m.data, header_block_of(m))
+
+            sub = await nc.subscribe(subject, queue=queue, cb=cb, **lim)
+        sid = sid_of(sub)
+        self._subs[sid] = sub
+        return sid
+
+    async def unsubscribe(self, sid: int, drain: bool = False, timeout: float = 5.0) -> None:
+        """Loop thread: remove interest. With ``drain``, what the server sent
+        before the UNSUB still reaches the handler."""
+        sub = self._subs.pop(sid, None)
+        try:
+            if sub is None or self.nc is None or self.nc.is_closed:
+                return
+            if drain:
+                # No wait_for: its extra task would let later publishes overtake the UNSUB.
+                async with asyncio.timeout(timeout):
+                    await sub.drain()
+            else:
+                await sub.unsubscribe()
+        except Exception as exc:  # connection going away: nothing more will arrive
+            _log.debug("unsubscribe: %r", exc)
+        finally:
+            if self._dispatcher is not None:
+                self._dispatcher.unregister(sid)
+
+    def send_pub(self, subject: str, reply: str, payload: bytes) -> bool:
+        """Loop thread: publish without waiting; False if it cannot be sent."""
+        nc = self.nc
+        if nc is None or nc.is_closed:
+            return False
+        if self.fast:
+            return send_raw(nc, pub_command(subject, reply, payload))
+        task = asyncio.get_running_loop().create_task(nc.publish(subject, payload, reply=reply))
+        task.add_done_callback(_log_send_failure)
+        return True
+
+    def send_commands(self, data: bytes) -> bool:
+        """Loop thread, fast paths only: pre-formatted protocol lines."""
+        nc = self.nc
+        return nc is not None and send_raw(nc, data)
+
+    async def request(
+        self, subject: str, data: bytes, timeout: float, headers: Optional[Dict[str, str]] = None
+    ) -> Any:
+        """Loop thread: one request/reply; a permission violation on ``subject``
+        (or on the reply inbox) fails it at once with PermissionDeniedError."""
+        nc = self._nats()
+        task = asyncio.current_task()
+        denied: List[BaseException] = []
+
+        def on_denied(err: BaseException) -> None:
+            denied.append(err)
+            if task is not None:
+                task.cancel()
+
+        removes = [self.watch_permission(subject, on_denied), self.watch_permission(_REPLY_INBOX, on_denied)]
+        try:
+            return await nc.request(subject, data, timeout=timeout, headers=headers)
+        except asyncio.CancelledError:
+            if denied:
+                raise denied[0] from None
+            raise
+        finally:
+            for remove in removes:
+                remove()
+
+    async def send_batched(self) -> None:
+        """Loop thread: send every queued ack and publish now."""
+        await self.outbox.send_queued()
+        pub = self._publisher
+        if pub is not None:
+            await pub.send_queued()
+
+    async def round_trip(self, timeout: float) -> None:
+        """Loop thread: a PING/PONG round trip, so that whatever the server
+        sent before it has been read. Without the fast paths (whose PONG
+        handling survives a timed-out PING) a short pause stands in."""
+        nc = self.nc
+        if nc is None or not nc.is_connected:
+            return
+        if not self.fast:
+            await asyncio.sleep(min(timeout, 0.05))
+            return
+        try:
+            await nc.flush(timeout=timeout)
+        except Exception as exc:
+            _log.debug("round trip: %r", exc)
+
+    async def flush_quietly(self, timeout: float) -> None:
+        """Loop thread: send what is queued and wait (bounded) until the server
+        has read it; never raises."""
+        try:
+            await self.send_batched()
+            nc = self.nc
+            if nc is not None and nc.is_connected:
+                await asyncio.wait_for(nc.flush(timeout=timeout), timeout + 0.1)
+        except Exception as exc:
+            _log.debug("flush: %r", exc)
+
+    async def aflush(self, timeout: float) -> None:
+        await self.send_batched()
+        await self._nats().flush(timeout=timeout)
+
+    # -- shutdown ------------------------------------------------------------------
+
+    def _begin_close(self) -> Optional[List[Resource]]:
+        """Mark closing; the resources to stop, or None if already closing."""
+        with self._state_lock:
+            if self.closing:
+                return None
+            self.closing = True
+            return list(self._resources)
+
+    def close(self, timeout: float = 5.0, drain: bool = False) -> None:
+        """Stop every resource, send what is queued, close the socket, stop
+        the loop. Idempotent; bounded by ``timeout``."""
+        if self.forked:
+            self.closing = self.closed = True  # the child never touches the parent's socket
+            return
+        pub = self._publisher
+        if pub is not None and self.loop_thread.started and not self.loop_thread.in_loop_thread():
+            pub.wait_complete(timeout / 2)  # let outstanding PubAcks arrive
+        resources = self._begin_close()
+        if resources is None:
+            return
+        error = errors.ConnectionClosedError("the client was drained" if drain else "the client was closed")
+        try:
+            for res in resources:
+                res.connection_closing(error)
+            if self.nc is not None and self.loop_thread.started and not self.loop_thread.in_loop_thread():
+                try:
+                    self.loop_thread.run(self._aclose(resources, timeout, drain), timeout)
+                except BaseException as exc:
+                    _log.debug("error while closing: %r", exc)
+        finally:
+            self.closed = True
+            self.loop_thread.stop(timeout=timeout)
+            if pub is not None:
+                pub.fail_all(errors.ConnectionClosedError("connection closed before the publish was acknowledged"))
+            for res in resources:  # anything that slipped through waits no more
+                res.connection_closing(error)
+            if self._cb_thread is not None:
+                self._cb_thread.stop()
+
+    async def _aclose(self, resources: List[Resource], timeout: float, drain: bool) -> None:
+        tasks = [asyncio.ensure_future(r.connection_shutdown()) for r in resources]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout / 2)
+        nc = self._nats()
+        try:
+            await self.send_batched()
+        finally:
+            if not nc.is_closed:
+                if drain:
+                    try:
+                        await asyncio.wait_for(nc.drain(), timeout / 2)
+                    except Exception as exc:
+                        _log.debug("drain: %r", exc)
+                if not nc.is_closed:
+                    await nc.close()
+
+    def close_at_exit(self) -> None:
+        self.close(timeout=1.5)
+
+    _close_at_exit = close_at_exit  # the name _loop's exit hook calls
+
+
+_REPLY_INBOX = "\0reply-inbox"  # watch key: a denied subscription on the request inbox
+
+
+def _covers(pattern: str, subject: str) -> bool:
+    """True when subscription ``pattern`` covers ``subject`` (or is the request inbox)."""
+    if subject == _REPLY_INBOX:
+        return pattern.startswith("_INBOX.")
+    p, s = pattern.split("."), subject.split(".")
+    for i, tok in enumerate(p):
+        if tok == ">":
+            return len(s) > i
+        if i >= len(s) or (tok != "*" and tok != s[i]):
+            return False
+    return len(p) == len(s)
+
+
+def header_block_of(m: Any) -> Optional[bytes]:
+    """The NATS/1.0 header block of a nats-py Msg (status line included),
+    for handlers that take raw headers when the fast paths are off."""
+    hdrs = m.headers
+    if not hdrs:
+        return None
+    status = hdrs.get("Status")
+    first = b"NATS/1.0"
+    if status:
+        desc = hdrs.get("Description", "").split("\n", 1)[0].strip()
+        first += b" " + status.encode() + (b" " + desc.encode() if desc else b"")
+    lines = [first + b"\r\n"]
+    for k, v in hdrs.items():
+        if k in ("Status", "Description") and status:
+            continue
+        lines.append(b"%s: %s\r\n" % (k.encode(), v.encode()))
+    lines.append(b"\r\n")
+    return b"".join(lines)
+
+
+def _most_specific(attempts: List[BaseException]) -> BaseException:
+    """Of several failed attempts, one that names a cause a user can act on."""
+    for exc in attempts:
+        if describe_connect_error(exc) not in ("timed out", "connection refused"):
+            return exc
+    return attempts[-1]
+
+
+def describe_connect_error(exc: Optional[BaseException]) -> str:
+    """A short, secret-free reason for a failed connection attempt."""
+    import socket
+    import ssl
+
+    if exc is None:
+        return "timed out"
+    seen: Set[int] = set()
+    cur: Optional[BaseException] = exc
+    while cur is not None and id(cur) not in seen:  # the most specific cause
+        seen.add(id(cur))
+        if isinstance(cur, _nerr.AuthorizationError) or "authorization violation" in str(cur).lower():
+            return "authorization violation"
+        if isinstance(cur, ssl.SSLCertVerificationError):
+            return f"TLS certificate error: {cur.verify_message or cur.reason}"
+        if isinstance(cur, ssl.SSLError):
+            return f"TLS error: {cur.reason or cur}"
+        if isinstance(cur, socket.gaierror):
+            return f"name not resolved ({cur.strerror})"
+        if isinstance(cur, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cur, (asyncio.TimeoutError, TimeoutError)):
+            return "timed out"
+        if isinstance(cur, OSError) and cur.strerror:
+            return cur.strerror.lower()
+        cur = cur.__cause__ or cur.__context__
+    return type(exc).__name__
+
+
+def _log_send_failure(task: "asyncio.Task[Any]") -> None:
+    if not task.cancelled() and task.exception() is not None:
+        _log.debug("send failed: %r", task.exception())
+
+
+class _CallbackThread:
+    """Runs user connection callbacks off the loop thread, in order."""
+
+    def __init__(self, name: str) -> None:
+        self._queue: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[..., Any], args: Any) -> None:
+        self._queue.put((fn, args))
+
+    def stop(self) -> None:
+        self._queue.put(None)
+
+    def _main(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fn, args = item
+            try:
+                fn(*args)
+            except Exception:
+                _log.exception("connection callback raised")
