@@ -14,7 +14,11 @@ from .errors import (
     ConsumerNotFoundError,
     ConsumerPushBasedError,
     ConsumerStoppedError,
+    AuthorizationError,
     DeadlockError,
+    ErrorCode,
+    PermissionDeniedError,
+    SlowConsumerError,
     ForkedProcessError,
     InvalidOptionError,
     JetStreamError,
@@ -30,6 +34,7 @@ from .errors import (
     StreamNotFoundError,
     TimeoutError,
 )
+from ._signals import install_signal_handlers
 from .jetstream import JetStream
 from .message import Metadata, Msg, SequencePair
 from .models import (
@@ -53,6 +58,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "connect",
+    "install_signal_handlers",
     "Client",
     "Subscription",
     "JetStream",
@@ -85,6 +91,10 @@ __all__ = [
     "ConsumerNotFoundError",
     "ConsumerPushBasedError",
     "ConsumerStoppedError",
+    "AuthorizationError",
+    "ErrorCode",
+    "PermissionDeniedError",
+    "SlowConsumerError",
     "DeadlockError",
     "ForkedProcessError",
     "InvalidOptionError",

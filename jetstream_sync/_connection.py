@@ -105,9 +105,22 @@ def translate(exc: BaseException) -> BaseException:
     return exc
 
 
+# Every Connection alive in this process (for the signal helper).
+_live: "weakref.WeakSet[Connection]" = weakref.WeakSet()
+
+
+def live_connections() -> List["Connection"]:
+    """Connections of this process that are not closing."""
+    return [c for c in list(_live) if not c.closing and not c.forked]
+
+
 class Resource:
     """Something live on a connection that close/drain/fork must reach:
     pull contexts, fetches, core subscriptions. Subclasses override."""
+
+    def drain_for_shutdown(self) -> Optional[threading.Event]:
+        """Any thread: begin a graceful end; an event set once it is over."""
+        return None
 
     def connection_closing(self, error: BaseException) -> None:
         """Any thread: the connection is closing; stop and release waiters."""
@@ -144,9 +157,10 @@ class Connection:
         self._cb_thread: Optional[_CallbackThread] = None
         # Loop thread only: subject -> callbacks told of a permission violation.
         self._perm_watchers: Dict[str, Set[Callable[[BaseException], None]]] = {}
-        self._connect_error: Optional[BaseException] = None
+        self._tls_wanted = False
         self._servers: List[str] = []
         self._subs: Dict[int, Any] = {}  # sid -> nats-py subscription (loop thread)
+        _live.add(self)
 
     # -- state (any thread) ----------------------------------------------------
 
@@ -258,11 +272,15 @@ class Connection:
         )
         if "discovered_server_cb" in self._user_cbs:
             cbs["discovered_server_cb"] = self._event_cb("discovered_server")
+        self._tls_wanted = bool(options.get("tls")) or any(s.startswith("tls://") for s in servers)
         connecting = asyncio.ensure_future(nc.connect(servers, **options, **cbs))
         try:
             done, _ = await asyncio.wait({connecting, failed}, timeout=deadline, return_when=asyncio.FIRST_COMPLETED)
             if connecting in done:
                 connecting.result()
+                if not self._secure_enough():
+                    await self._close_quietly(nc)
+                    raise self._no_servers(_InsecureServer())
                 return
             cause: Optional[BaseException] = failed.result() if failed in done else None
             connecting.cancel()
@@ -275,6 +293,15 @@ class Connection:
         await self._close_quietly(nc)
         raise self._no_servers(cause) from cause
 
+    def _secure_enough(self) -> bool:
+        """With ``tls`` (or a tls:// URL) the connection must be encrypted:
+        nats-py would otherwise go on in plain text with a server that does
+        not require TLS. Checked where nats-py shows the server's INFO."""
+        if not self._tls_wanted:
+            return True
+        info = getattr(self.nc, "_server_info", None)
+        return not isinstance(info, dict) or bool(info.get("tls_required"))
+
     @staticmethod
     async def _close_quietly(nc: _NatsClient) -> None:
         try:
@@ -285,7 +312,7 @@ class Connection:
     def _no_servers(self, cause: Optional[BaseException]) -> errors.JetStreamError:
         where = ", ".join(redact_url(s) for s in self._servers)
         reason = describe_connect_error(cause)
-        if isinstance(cause, _nerr.AuthorizationError):
+        if reason == "authorization violation":
             return errors.AuthorizationError(f"could not connect to {where}: {reason}")
         return errors.NoServersError(f"could not connect to {where}: {reason}")
 
@@ -295,6 +322,8 @@ class Connection:
                 url = self.connected_url or ""
                 level = logging.WARNING if event == "disconnected" and not self.closing else logging.INFO
                 _log.log(level, "%s %s", event, url)
+            if event == "reconnected":
+                self._check_reconnected_secure()
             for listener in list(self._listeners.get(event, ())):
                 try:
                     listener()
@@ -303,6 +332,13 @@ class Connection:
             await self._dispatch_user(f"{event}_cb")
 
         return fire
+
+    def _check_reconnected_secure(self) -> None:
+        if not self._secure_enough():
+            _log.error("reconnected to a server without TLS although TLS was requested: closing")
+            nc = self.nc
+            if nc is not None:
+                asyncio.ensure_future(self._close_quietly(nc))
 
     async def _on_error(self, exc: Exception) -> None:
         """Loop thread: nats-py's error callback."""
@@ -365,21 +401,26 @@ class Connection:
     def watch_permission(self, subject: str, callback: Callable[[BaseException], None]) -> Callable[[], None]:
         """Loop thread: ``callback(PermissionDeniedError)`` if the server
         refuses a publish or subscription on ``subject``; returns a remover."""
-        watchers = self._perm_watchers.setdefault(subject, set())
+        # nats-py lowercases -ERR text: match subjects without case.
+        key = subject.lower()
+        watchers = self._perm_watchers.setdefault(key, set())
         watchers.add(callback)
 
         def remove() -> None:
             watchers.discard(callback)
             if not watchers:
-                self._perm_watchers.pop(subject, None)
+                self._perm_watchers.pop(key, None)
 
         return remove
 
     def _permission_denied(self, kind: str, subject: str, err: BaseException) -> None:
+        subject = subject.lower()
+        if self._publisher is not None:
+            self._publisher.denied(kind, subject, err)
         hit = set(self._perm_watchers.get(subject, ()))
         if kind == "subscription":  # a reply inbox ("_INBOX.x.*") covers the requests on it
             for watched, callbacks in list(self._perm_watchers.items()):
-                if _covers(subject, watched):
+                if subject_covers(subject, watched):
                     hit |= callbacks
         for callback in hit:
             try:
@@ -426,6 +467,13 @@ class Connection:
 
     def unregister(self, resource: Resource) -> None:
         self._resources.discard(resource)
+
+    def drain_resources(self) -> List[threading.Event]:
+        """Begin a graceful end of every live context; events to wait on."""
+        with self._state_lock:
+            resources = list(self._resources)
+        events = [r.drain_for_shutdown() for r in resources]
+        return [e for e in events if e is not None]
 
     def publisher(self) -> "AsyncPublisher":
         """The connection's one async publisher, made on first use."""
@@ -638,13 +686,13 @@ class Connection:
     _close_at_exit = close_at_exit  # the name _loop's exit hook calls
 
 
-_REPLY_INBOX = "\0reply-inbox"  # watch key: a denied subscription on the request inbox
+_REPLY_INBOX = "\0reply-inbox"  # (already lower case)  # watch key: a denied subscription on the request inbox
 
 
-def _covers(pattern: str, subject: str) -> bool:
+def subject_covers(pattern: str, subject: str) -> bool:
     """True when subscription ``pattern`` covers ``subject`` (or is the request inbox)."""
     if subject == _REPLY_INBOX:
-        return pattern.startswith("_INBOX.")
+        return pattern.lower().startswith("_inbox.")
     p, s = pattern.split("."), subject.split(".")
     for i, tok in enumerate(p):
         if tok == ">":
@@ -674,6 +722,10 @@ def header_block_of(m: Any) -> Optional[bytes]:
     return b"".join(lines)
 
 
+class _InsecureServer(Exception):
+    """TLS was asked for; the server offered a plain connection."""
+
+
 def _most_specific(attempts: List[BaseException]) -> BaseException:
     """Of several failed attempts, one that names a cause a user can act on."""
     for exc in attempts:
@@ -689,6 +741,8 @@ def describe_connect_error(exc: Optional[BaseException]) -> str:
 
     if exc is None:
         return "timed out"
+    if isinstance(exc, _InsecureServer):
+        return "TLS error: secure connection not available (the server does not offer TLS)"
     seen: Set[int] = set()
     cur: Optional[BaseException] = exc
     while cur is not None and id(cur) not in seen:  # the most specific cause

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional
 import nats.errors as _nerr
 
 from . import errors, options
-from ._connection import translate
+from ._connection import subject_covers, translate
 from ._wire import Batcher
 from .models import PubAck
 
@@ -408,6 +408,20 @@ class AsyncPublisher(Batcher):
             self._fail(entry, errors.TimeoutError(f"no publish acknowledgement for {entry.subject!r}"))
         if self._inflight:
             self._sweep_handle = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL, self._sweep)
+
+    def denied(self, kind: str, subject: str, err: BaseException) -> None:
+        """Loop thread: the server refused publishes to ``subject`` (or the
+        reply inbox): fail those in flight now instead of at their timeout."""
+        if kind == "subscription":
+            if not subject_covers(subject, self._prefix.decode() + "1"):
+                return
+            doomed = list(self._inflight)
+        else:
+            doomed = [t for t, e in self._inflight.items() if e.subject.lower() == subject]  # subject: lower case
+        for token in doomed:
+            entry = self._inflight.pop(token, None)
+            if entry is not None:
+                self._fail(entry, err)
 
     def _on_closed(self) -> None:
         self.fail_all(errors.ConnectionClosedError("connection closed before the publish was acknowledged"))

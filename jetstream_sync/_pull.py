@@ -27,7 +27,7 @@ import janus
 
 from . import errors
 from ._connection import Resource
-from .message import NAK, Msg, parse_header_block
+from .message import NAK, WPI, Msg, parse_header_block
 from .options import (
     ConsumeOptions,
     FetchOptions,
@@ -48,11 +48,8 @@ monotonic = time.monotonic
 
 _LIMIT_BACKOFF_START = 1.0
 _SHUTDOWN_FLUSH = 5.0
-# Slow start: the first pulls ask for at most this many messages, until the
-# caller's pace is known (a slow handler must not hold more than it can take
-# within AckWait); the cap doubles each time a caller finds the buffer empty.
-_START_CAP = 100
-# Hold no more than the caller takes in this share of AckWait.
+# Hold no more than the callers take in this share of AckWait, and keep
+# messages buffered longer than it alive with +WPI.
 _ACK_WAIT_SHARE = 0.5
 _PACE_WEIGHT = 0.2  # EWMA weight of a new pace sample
 
@@ -81,6 +78,7 @@ class PullStats:
     transient_errors: int = 0  # reported to the error handler (or logged)
     nakd_on_stop: int = 0  # buffered, never handed out, NAK'd by stop()
     nakd_overflow: int = 0  # arrived beyond max_messages/max_bytes (stale pulls), NAK'd
+    kept_alive: int = 0  # +WPI sent for messages buffered longer than half of AckWait
     buffered_high_water: int = 0  # most messages received and not yet handed out
     buffered_bytes_high_water: int = 0  # the same in bytes (max_bytes mode only)
     statuses: Dict[str, int] = field(default_factory=dict)  # "408 Request Timeout" -> count
@@ -138,12 +136,14 @@ class Receiver(Resource):
         self.error_handler = error_handler
         self.stop_wait = wait  # how long stop() waits for the engine to finish
         self._queue: Any = None  # janus sync side, set by the engine
-        self.closed_event = threading.Event()
+        self.closed_event = threading.Event()  # the engine has finished (loop side)
+        self.user_done = threading.Event()  # callers have seen the end: nothing left to hand out
         self.engine: Any = None
         # Pace of the callers: EWMA of seconds between messages handed out
         # from a non-empty buffer (the engine caps its buffer by it).
         self.pace = 0.0
         self._last_pop = 0.0
+        self.popped = 0  # messages taken out of the buffer (handed out or being handled)
 
     # -- taking -------------------------------------------------------------
 
@@ -161,12 +161,14 @@ class Receiver(Resource):
             waited = False
             while True:
                 if self._state is STOPPED:
+                    self.user_done.set()
                     if self._stop_error is not None:
                         raise self._stop_error
                     raise _Finished()
                 buf = self._buf
                 if buf:
                     msg = buf.popleft()
+                    self.popped += 1
                     self._pace(waited)
                     if credit:
                         self._credit(msg)
@@ -174,6 +176,7 @@ class Receiver(Resource):
                         self._cond.notify()
                     return msg
                 if self._end is not None:
+                    self.user_done.set()
                     if self._end.error is not None:
                         raise self._end.error
                     raise _Finished()
@@ -333,6 +336,10 @@ class Receiver(Resource):
 
     # -- the connection closing (Resource) ----------------------------------------
 
+    def drain_for_shutdown(self) -> Optional[threading.Event]:
+        self.drain()
+        return self.user_done
+
     def connection_closing(self, error: BaseException) -> None:
         self.stop(error)
         if self._conn.closed:
@@ -450,7 +457,11 @@ class _Engine:
             if self._nak_arrivals:
                 self._receiver.nak(chunk)
             else:
+                self._handed_off(chunk)
                 self._q.async_q.put_nowait(chunk)
+
+    def _handed_off(self, chunk: List[Msg]) -> None:
+        pass
 
     def _send_pull(self, body: bytes) -> None:
         self._stats.pulls += 1
@@ -553,13 +564,18 @@ class PullEngine(_Engine):
         self._backoff_handle: Optional[asyncio.TimerHandle] = None
         self._listeners: List[Callable[[], None]] = []
         self._watch = Watchdog(2 * opts.idle_heartbeat)
-        self._tick_every = min(opts.idle_heartbeat / 4, 1.0)
+        # Ticks also drive the keepalive: often enough to +WPI within AckWait.
+        self._tick_every = min(opts.idle_heartbeat / 4, 1.0, (target.ack_wait or 8.0) / 8)
         self._body_cache: Dict[Tuple[int, int], bytes] = {}
         self._count_bytes = bool(opts.max_bytes)
         self._shutdown_task: Optional["asyncio.Task[None]"] = None
-        # The most messages held at once: slow start, then what the callers
-        # take within a share of AckWait (user side, under the receiver lock).
-        self._cap = min(opts.max_messages, _START_CAP) if target.ack_wait and not opts.bytes_mode else opts.max_messages
+        # The most messages held at once: what the callers take within a share
+        # of AckWait (user side, under the receiver lock).
+        self._cap = opts.max_messages
+        # Chunks handed to the user side and maybe not yet taken, oldest
+        # first: [handed at, cumulative index of its first message, chunk].
+        self._held: Deque[List[Any]] = collections.deque()
+        self._next_keepalive = 0.0
 
     async def start(self) -> None:
         if self._receiver.state is STOPPED:  # stopped (or the client closed) before it started
@@ -590,9 +606,7 @@ class PullEngine(_Engine):
             self._receiver.taken_bytes += size
 
     def caller_waited(self) -> None:
-        """A caller found the buffer empty: before its pace is known, grow."""
-        if not self._receiver.pace and self._cap < self.opts.max_messages:
-            self._cap = min(self._cap * 2, self.opts.max_messages)
+        """A caller found the buffer empty."""
 
     def _limit(self) -> int:
         """Messages to hold at most now: max_messages, or fewer for callers
@@ -666,6 +680,40 @@ class PullEngine(_Engine):
     def _on_user_msg(self, msg: Msg) -> None:
         self._backoff = 0.0
 
+    def _handed_off(self, chunk: List[Msg]) -> None:
+        if self._target.ack_wait:
+            held = self._held
+            self._drop_taken(held)
+            held.append([monotonic(), self._recv_msgs - len(chunk), chunk])
+
+    def _drop_taken(self, held: Deque[List[Any]]) -> None:
+        delivered = self._receiver.popped  # user side's counter; only grows
+        while held and held[0][1] + len(held[0][2]) <= delivered:
+            held.popleft()
+
+    def _keepalive(self, now: float) -> None:
+        """+WPI for messages buffered (never handed out) for more than a share
+        of AckWait, so a slow caller never gets a message the server already
+        gave up on and redelivered elsewhere (or to it)."""
+        ack_wait = self._target.ack_wait
+        if not ack_wait or now < self._next_keepalive or self._receiver.state is not OPEN:
+            return
+        self._next_keepalive = now + ack_wait / 4
+        held = self._held
+        self._drop_taken(held)
+        delivered = self._receiver.popped
+        old = now - ack_wait * _ACK_WAIT_SHARE
+        wpi = []
+        for entry in held:
+            if entry[0] > old:
+                break
+            entry[0] = now
+            first, chunk = entry[1], entry[2]
+            wpi.extend((m.reply, WPI) for m in chunk[max(delivered - first, 0) :])
+        if wpi and not self._conn.closed:
+            self._stats.kept_alive += len(wpi)
+            self._conn.outbox.put_many(wpi)
+
     # -- statuses -------------------------------------------------------------
 
     def _on_status(self, code: str, desc: str, hdrs: Dict[str, str]) -> None:
@@ -720,6 +768,8 @@ class PullEngine(_Engine):
 
     def _tick(self) -> None:
         self._timer = self._loop.call_later(self._tick_every, self._tick)
+        if self._held:
+            self._keepalive(monotonic())
         if not self._connected or self._shutting_down or self._receiver.state is not OPEN or self._checking:
             return
         receiver = self._receiver

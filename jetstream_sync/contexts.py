@@ -196,6 +196,7 @@ class ConsumeContext(_Context):
                     receiver.credit(msg)
         finally:
             self._done.set()
+            receiver.user_done.set()
 
     def _handler_failed(self, msg: Msg, exc: Exception) -> None:
         _log.warning("consume handler raised for %s", msg.subject, exc_info=exc)

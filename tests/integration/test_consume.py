@@ -134,10 +134,19 @@ def test_consume_on_a_missing_consumer_reports_no_responders_then_ends(stream, c
 
 def test_stop_mid_consume_handles_no_more(js, subj, cons):
     publish(js, subj, 5)
-    c = Collector(delay=0.08)
-    cc = cons.consume(c.handler)
-    threading.Timer(0.1, cc.stop).start()
-    assert cc.wait(5)
+    c = Collector()
+    holder = {}
+    started = threading.Event()
+
+    def handler(msg):
+        started.wait(5)
+        c.handler(msg)
+        if len(c.msgs) == 2:
+            holder["cc"].stop()  # from the handler: returns at once
+
+    holder["cc"] = cons.consume(handler)
+    started.set()
+    assert holder["cc"].wait(5)
     assert len(c.msgs) == 2
 
 
