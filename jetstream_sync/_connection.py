@@ -29,7 +29,7 @@ import nats.errors as _nerr
 from nats.aio.client import Client as _NatsClient
 
 from . import errors
-from ._loop import LoopThread, register_exit_hook
+from ._loop import LoopThread, gevent_patched, register_exit_hook
 from ._wire import Dispatcher, Handler, pub_command, send_raw, sid_of, supported
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -231,6 +231,9 @@ class Connection:
                 if not callable(cb):
                     raise errors.InvalidOptionError(f"{name} must be callable")
                 self._user_cbs[name] = cb
+        if any(not inspect.iscoroutinefunction(cb) for cb in self._user_cbs.values()):
+            # Made here, on the caller's side: under gevent it must belong to the caller's hub.
+            self._cb_thread = _CallbackThread(f"{self.loop_thread.name}-callbacks")
         server_list = [servers] if isinstance(servers, str) else list(servers)
         if not server_list or not all(isinstance(s, str) and s for s in server_list):
             raise errors.InvalidOptionError("servers must be a URL or a non-empty list of URLs")
@@ -683,8 +686,6 @@ class Connection:
     def close_at_exit(self) -> None:
         self.close(timeout=1.5)
 
-    _close_at_exit = close_at_exit  # the name _loop's exit hook calls
-
 
 _REPLY_INBOX = "\0reply-inbox"  # (already lower case)  # watch key: a denied subscription on the request inbox
 
@@ -771,18 +772,34 @@ def _log_send_failure(task: "asyncio.Task[Any]") -> None:
 
 
 class _CallbackThread:
-    """Runs user connection callbacks off the loop thread, in order."""
+    """Runs user connection callbacks off the loop thread, in order.
+
+    Under gevent it is a greenlet of the hub that made it; the loop thread
+    (a real OS thread) hands it items through that hub's thread-safe queue.
+    """
 
     def __init__(self, name: str) -> None:
         self._queue: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._hub: Any = None
+        if gevent_patched():
+            import gevent
+
+            self._hub = gevent.get_hub()
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
 
     def submit(self, fn: Callable[..., Any], args: Any) -> None:
-        self._queue.put((fn, args))
+        self._put((fn, args))
 
     def stop(self) -> None:
-        self._queue.put(None)
+        self._put(None)
+
+    def _put(self, item: Any) -> None:
+        hub = self._hub
+        if hub is None or threading.get_ident() == getattr(hub, "thread_ident", None):
+            self._queue.put(item)
+        else:
+            hub.loop.run_callback_threadsafe(self._queue.put, item)
 
     def _main(self) -> None:
         while True:

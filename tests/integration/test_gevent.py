@@ -1,0 +1,115 @@
+"""gevent: a monkey-patched process uses real OS threads for the loop and
+waits cooperatively, so other greenlets keep running."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# find_spec, not import: gevent must stay out of this process.
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("gevent") is None, reason="gevent is not installed")
+
+SCRIPT = textwrap.dedent(
+    """
+    from gevent import monkey
+
+    monkey.patch_all()
+
+    import os
+    import sys
+    import time
+
+    import gevent
+
+    import jetstream_sync as jss
+
+    url = sys.argv[1]
+    name = "GEVENT%d" % os.getpid()
+    ticks = [0]
+
+    def ticker():
+        while True:
+            ticks[0] += 1
+            gevent.sleep(0.01)
+
+    bg = gevent.spawn(ticker)
+
+    def step(label):
+        print("step:", label, file=sys.stderr, flush=True)
+
+    step("connect 1")
+    nc1 = jss.connect(url, name="gevent-1")
+    step("connect 2")
+    nc2 = jss.connect(url, name="gevent-2")
+    js = nc2.jetstream()
+    step("create stream")
+    stream = js.create_stream(name=name, subjects=[name.lower() + ".>"])
+    cons = stream.create_consumer(durable_name="c", ack_policy="explicit")
+    step("publish")
+    ack = js.publish(name.lower() + ".x", b"hello")
+    assert ack.seq == 1, ack
+    step("fetch")
+    got = []
+    for msg in cons.fetch(1, expires=2):
+        got.append(msg.data)
+        msg.ack()
+    assert got == [b"hello"], got
+    nc2.flush()
+    assert cons.info().num_ack_pending == 0
+
+    step("next on an empty consumer")
+    before = ticks[0]
+    start = time.monotonic()
+    try:
+        cons.next(timeout=1)
+    except jss.TimeoutError:
+        pass
+    else:
+        raise AssertionError("cons.next() returned a message")
+    elapsed = time.monotonic() - start
+    advanced = ticks[0] - before
+    assert 0.8 < elapsed < 5, elapsed
+    assert advanced > 20, "other greenlets starved during a blocking call: %d ticks" % advanced
+
+    step("publish_async")
+    # Locks shared with the loop thread: a loop-thread hub that never ran
+    # used to strand this wait (even past its timeout).
+    futures = [js.publish_async(name.lower() + ".y", b"x") for _ in range(2000)]
+    assert js.publish_async_complete(timeout=10) is True
+    assert futures[-1].result(5).seq == 2001
+
+    step("core pub/sub on the first client")
+    sub = nc1.subscribe(name.lower() + "-core")
+    nc1.flush()
+    nc2.publish(name.lower() + "-core", b"ping")
+    assert sub.next_msg(timeout=5).data == b"ping"
+
+    step("close")
+    js.delete_stream(name)
+    nc1.close()
+    nc2.close()
+    bg.kill()
+    print("OK", ticks[0], advanced, flush=True)
+    """
+)
+
+
+def test_gevent_monkey_patched_connect_twice_and_consume(server):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, server.url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"the gevent script hung (killed after 60 s)\nstdout:\n{out}\nstderr:\n{err}")
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{out}\nstderr:\n{err}"
+    assert out.startswith("OK"), out
