@@ -21,6 +21,7 @@ import os
 import queue
 import re
 import threading
+import time
 import urllib.parse
 import weakref
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, TypeVar, Union
@@ -30,7 +31,7 @@ from nats.aio.client import Client as _NatsClient
 
 from . import errors
 from ._loop import LoopThread, gevent_patched, register_exit_hook
-from ._wire import Dispatcher, Handler, pub_command, send_raw, sid_of, supported
+from ._wire import Dispatcher, Handler, fix_late_pong, pub_command, send_raw, sid_of, supported
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._publish import AsyncPublisher
@@ -152,12 +153,14 @@ class Connection:
         self._state_lock = threading.Lock()
         self.closing = False
         self.closed = False
+        self._closed_event = threading.Event()
         self._listeners: Dict[str, List[Callable[[], None]]] = {e: [] for e in EVENTS}
         self._user_cbs: Dict[str, Callable[..., Any]] = {}
         self._cb_thread: Optional[_CallbackThread] = None
         # Loop thread only: subject -> callbacks told of a permission violation.
         self._perm_watchers: Dict[str, Set[Callable[[BaseException], None]]] = {}
         self._tls_wanted = False
+        self.pong_fixed = False  # nats-py's late-PONG bug is worked around
         self._servers: List[str] = []
         self._subs: Dict[int, Any] = {}  # sid -> nats-py subscription (loop thread)
         _live.add(self)
@@ -253,6 +256,7 @@ class Connection:
     ) -> None:
         nc = _NatsClient()
         self.nc = nc
+        self.pong_fixed = fix_late_pong(nc)
         if os.environ.get(FAST_PATHS_ENV, "1") != "0" and supported(nc):
             self._dispatcher = Dispatcher(nc)  # before connect: its parser reads from the start
             self.fast = True
@@ -433,28 +437,67 @@ class Connection:
 
     # -- calls from user threads ---------------------------------------------------
 
-    def run(self, coro: Coroutine[Any, Any, T], timeout: Optional[float]) -> T:
+    def run(self, coro: Coroutine[Any, Any, T], timeout: Optional[float], confirm_acks: bool = False) -> T:
         """Run ``coro`` on the loop and block for its result, translating errors.
 
         Acks and publishes this thread queued before the call go out first.
+        With ``confirm_acks`` (pulls, JetStream API requests: calls whose
+        answer depends on the consumers' state) the server has also processed
+        those acks before ``coro`` starts.
         """
         try:
             self.check()
         except BaseException:
             coro.close()
             raise
-        if self.outbox.has_queued():
-            coro = self._after_queued(coro)
+        inner = coro
+        if confirm_acks and time.monotonic() - self.outbox.sent_at < RECENT_ACKS or self.outbox.has_queued():
+            coro = self._after_acks(coro, timeout) if confirm_acks else self._after_queued(coro)
         try:
             return self.loop_thread.run(coro, timeout)
         except errors.JetStreamError:
             raise
         except (_nerr.Error, asyncio.TimeoutError) as exc:
             raise translate(exc) from exc
+        finally:
+            if inner is not coro and inspect.getcoroutinestate(inner) == inspect.CORO_CREATED:
+                inner.close()  # the wrapper never ran it
 
     async def _after_queued(self, coro: Coroutine[Any, Any, T]) -> T:
         await self.send_batched()
         return await coro
+
+    async def _after_acks(self, coro: Coroutine[Any, Any, T], timeout: Optional[float]) -> T:
+        bound = min(timeout or ACK_CONFIRM_TIMEOUT, ACK_CONFIRM_TIMEOUT)
+        if self.outbox.has_queued():
+            await self.send_acks_confirmed(bound)
+        elif time.monotonic() - self.outbox.sent_at < RECENT_ACKS:
+            # Sent moments ago without confirmation: a round trip lets the
+            # server take them in before this call.
+            await self.round_trip(bound)
+        await self.send_batched()
+        return await coro
+
+    async def send_acks_confirmed(self, timeout: float) -> None:
+        """Loop thread: send the queued acks; the last one of each consumer
+        goes as a request, and its reply (sent once the server processed it,
+        and so every earlier ack of that consumer) is awaited, bounded."""
+        items = self.outbox.take_all()
+        if not items:
+            return
+        last: Dict[str, int] = {}
+        for i, (subject, _) in enumerate(items):
+            last[_consumer_of(subject)] = i
+        confirm = set(last.values())
+        plain = [item for i, item in enumerate(items) if i not in confirm]
+        if plain:
+            self.outbox.put_many(plain)  # put_many sends at once, ahead of the requests below
+            self.outbox.send_now()
+        nc = self._nats()
+        requests = [nc.request(items[i][0], items[i][1], timeout=timeout) for i in sorted(confirm)]
+        for outcome in await asyncio.gather(*requests, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                _log.debug("ack confirmation: %r", outcome)
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Schedule ``fn(*args)`` on the loop without waiting (never blocks)."""
@@ -597,16 +640,16 @@ class Connection:
 
     async def round_trip(self, timeout: float) -> None:
         """Loop thread: a PING/PONG round trip, so that whatever the server
-        sent before it has been read. Without the fast paths (whose PONG
-        handling survives a timed-out PING) a short pause stands in."""
+        sent before it has been read. Where nats-py's late-PONG bug could not
+        be worked around (fix_late_pong) a short pause stands in."""
         nc = self.nc
         if nc is None or not nc.is_connected:
             return
-        if not self.fast:
+        if not self.pong_fixed:
             await asyncio.sleep(min(timeout, 0.05))
             return
         try:
-            await nc.flush(timeout=timeout)
+            await nc.flush(timeout=timeout)  # type: ignore[arg-type]
         except Exception as exc:
             _log.debug("round trip: %r", exc)
 
@@ -645,7 +688,9 @@ class Connection:
         if pub is not None and self.loop_thread.started and not self.loop_thread.in_loop_thread():
             pub.wait_complete(timeout / 2)  # let outstanding PubAcks arrive
         resources = self._begin_close()
-        if resources is None:
+        if resources is None:  # another thread is closing: return when it is done
+            if not self.loop_thread.in_loop_thread():
+                self._closed_event.wait(timeout)
             return
         error = errors.ConnectionClosedError("the client was drained" if drain else "the client was closed")
         try:
@@ -659,12 +704,14 @@ class Connection:
         finally:
             self.closed = True
             self.loop_thread.stop(timeout=timeout)
+            self.outbox.drop_unsent()
             if pub is not None:
                 pub.fail_all(errors.ConnectionClosedError("connection closed before the publish was acknowledged"))
             for res in resources:  # anything that slipped through waits no more
                 res.connection_closing(error)
             if self._cb_thread is not None:
                 self._cb_thread.stop()
+            self._closed_event.set()
 
     async def _aclose(self, resources: List[Resource], timeout: float, drain: bool) -> None:
         tasks = [asyncio.ensure_future(r.connection_shutdown()) for r in resources]
@@ -672,6 +719,7 @@ class Connection:
             await asyncio.wait(tasks, timeout=timeout / 2)
         nc = self._nats()
         try:
+            self.outbox.seal()
             await self.send_batched()
         finally:
             if not nc.is_closed:
@@ -685,6 +733,16 @@ class Connection:
 
     def close_at_exit(self) -> None:
         self.close(timeout=1.5)
+
+
+ACK_CONFIRM_TIMEOUT = 2.0  # at most this long for the server to confirm queued acks
+RECENT_ACKS = 0.5  # acks sent this recently are settled by a round trip before a pull or API call
+
+
+def _consumer_of(ack_subject: str) -> str:
+    """The stream.consumer part of a ``$JS.ACK`` subject (v1 or v2)."""
+    tokens = ack_subject.split(".", 6)
+    return ".".join(tokens[2:4] if len(ack_subject.split(".")) == 9 else tokens[4:6])
 
 
 _REPLY_INBOX = "\0reply-inbox"  # (already lower case)  # watch key: a denied subscription on the request inbox

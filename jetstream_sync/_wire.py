@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import time
 from typing import Any, Callable, Deque, Dict, Optional
 
 from nats.aio.client import Client as _NatsClient
@@ -41,7 +42,6 @@ _REQUIRED = (
     "_process_msg",
     "_process_ping",
     "_process_pong",
-    "_pongs",
     "_pending",
     "_pending_data_size",
     "_flush_queue",
@@ -173,6 +173,26 @@ class FastParser(Parser):
             await super().parse()
 
 
+def fix_late_pong(nc: _NatsClient) -> bool:
+    """Work around a nats-py bug, with or without the fast paths: a flush that
+    timed out leaves a cancelled future, and the late PONG then fails
+    nats-py's read loop (InvalidStateError), dropping the connection. The
+    replacement consumes that PONG quietly. Applied only where the names exist."""
+    if not all(hasattr(nc, name) for name in ("_process_pong", "_pongs", "_pongs_received", "_pings_outstanding")):
+        return False
+
+    async def process_pong() -> None:
+        if nc._pongs:
+            future = nc._pongs.pop(0)
+            if not future.done():
+                future.set_result(True)
+            nc._pongs_received += 1
+            nc._pings_outstanding = 0
+
+    nc._process_pong = process_pong  # type: ignore[method-assign]
+    return True
+
+
 class Dispatcher:
     """Routes messages of registered subscription ids straight to plain
     handlers; everything else goes to nats-py as before."""
@@ -185,19 +205,7 @@ class Dispatcher:
             # The generic parser (after a PING, say) must reach our handlers too.
             self._fallback = nc._process_msg
             nc._process_msg = self._process_msg  # type: ignore[method-assign]
-            self._nc = nc
-            nc._process_pong = self._process_pong  # type: ignore[method-assign]
 
-    async def _process_pong(self) -> None:
-        # nats-py's own version fails its read loop when a flush that timed
-        # out (a cancelled future) gets its PONG late; that PONG is consumed.
-        nc = self._nc
-        if nc._pongs:
-            future = nc._pongs.pop(0)
-            if not future.done():
-                future.set_result(True)
-            nc._pongs_received += 1
-            nc._pings_outstanding = 0
 
     def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: Optional[bytes]) -> Any:
         handler = self._handlers.get(sid)
@@ -264,6 +272,7 @@ class Batcher:
         self._queue: Deque[Any] = collections.deque()
         self._scheduled = False  # a send is scheduled on the loop
         self._timer = False  # a delayed send is armed
+        self.sent_at = 0.0  # monotonic time of the last send (loop thread)
 
     def queued(self) -> None:
         """After an append: schedule a send if one is due."""
@@ -292,6 +301,7 @@ class Batcher:
         # Reset first: an append after this line schedules anew.
         self._scheduled = False
         if self._queue:
+            self.sent_at = time.monotonic()
             self._send(self._queue)
 
     def _send(self, queue: Deque[Any]) -> None:

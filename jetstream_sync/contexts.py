@@ -24,10 +24,11 @@ ErrorHandler = Callable[[BaseException], Any]
 
 def _start(conn: "Connection", receiver: Receiver, engine: Union[PullEngine, FetchEngine], timeout: float) -> None:
     """Register the receiver (refused once the client is closing) and start
-    its engine on the loop."""
+    its engine on the loop; a fetch pulls only after the acks queued before
+    it were processed (a NAK'd message comes back to it)."""
     conn.register(receiver)
     try:
-        conn.run(engine.start(), timeout)
+        conn.run(engine.start(), timeout, confirm_acks=isinstance(engine, FetchEngine))
     except BaseException:
         receiver.stop()
         conn.unregister(receiver)

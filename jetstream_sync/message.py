@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import threading
 from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Tuple
 
 from nats.aio.client import Client as _NatsClient
@@ -225,6 +226,10 @@ class AckOutbox(Batcher):
         super().__init__(conn.loop_thread)
         self.conn = conn
         self.errors = 0
+        # put() and seal() exclude each other: no ack is accepted and then
+        # left behind by close(). Uncontended, so cheap on the hot path.
+        self._lock = threading.Lock()
+        self._sealed = False
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -233,18 +238,38 @@ class AckOutbox(Batcher):
         return bool(self._queue)
 
     def put(self, subject: str, payload: bytes) -> None:
-        conn = self.conn
-        conn.check_fork()
-        if conn.closed:
-            raise errors.ConnectionClosedError("cannot ack: the client is closed")
-        self._queue.append((subject, payload))
+        self.conn.check_fork()
+        with self._lock:  # against seal(): an ack is either sent by close or refused
+            if self._sealed:
+                raise errors.ConnectionClosedError("cannot ack: the client is closed")
+            self._queue.append((subject, payload))
         self.queued()
+
+    def seal(self) -> None:
+        """Loop thread, closing: refuse acks from now on (what is queued is sent next)."""
+        with self._lock:
+            self._sealed = True
+
+    def take_all(self) -> List[Tuple[str, bytes]]:
+        """Loop thread: everything queued, removed from the queue."""
+        queue = self._queue
+        items = []
+        while queue:
+            items.append(queue.popleft())
+        return items
 
     def put_many(self, items: List[Tuple[str, bytes]]) -> None:
         """Queue several publishes and send them now (used to NAK a buffer)."""
         if items:
-            self._queue.extend(items)
-            self.kick()
+            with self._lock:
+                if self._sealed:
+                    self._lost(len(items), "the client is closed")
+                    return
+                self._queue.extend(items)
+            try:
+                self.kick()
+            except errors.JetStreamError:
+                pass  # no loop any more: close() sends or counts what is queued
 
     def _send(self, queue: Deque[Tuple[str, bytes]]) -> None:
         """Publish everything queued (loop thread)."""
@@ -258,6 +283,15 @@ class AckOutbox(Batcher):
             parts.append(b"PUB %s %d\r\n%s\r\n" % (subject.encode(), len(payload), payload))
         if not conn.send_commands(b"".join(parts)):
             self._lost(len(parts), "the connection is closed or its reconnect buffer is full")
+
+    def drop_unsent(self) -> None:
+        """After the loop stopped: count (and log) what could not be sent."""
+        with self._lock:
+            self._sealed = True
+            left = len(self._queue)
+            self._queue.clear()
+        if left:
+            self._lost(left, "the client closed before they could be sent")
 
     def _lost(self, count: int, why: str) -> None:
         # The server redelivers after AckWait; say so rather than drop silently.
