@@ -24,18 +24,16 @@ import threading
 import time
 import urllib.parse
 import weakref
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, TypeVar, Union
+from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, TypeVar, Union
 
 import nats.errors as _nerr
 from nats.aio.client import Client as _NatsClient
 
 from . import errors
 from ._loop import LoopThread, gevent_patched, register_exit_hook
-from ._wire import Dispatcher, Handler, fix_late_pong, pub_command, send_raw, sid_of, supported
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ._publish import AsyncPublisher
-    from .message import AckOutbox
+from ._outbox import AckOutbox
+from ._publisher import AsyncPublisher
+from ._wire import Dispatcher, Handler, fix_late_pong, pub_command, send_raw, server_info, sid_of, subject_covers, supported, translate
 
 __all__ = ["Connection", "translate", "redact_url", "Resource"]
 
@@ -83,29 +81,6 @@ def redact_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, f"{cred}@{host}", parts.path, parts.query, parts.fragment))
 
 
-def translate(exc: BaseException) -> BaseException:
-    """Map a nats-py / asyncio / OS exception to this library's hierarchy.
-
-    The one place errors from below are translated; callers ``raise
-    translate(exc) from exc`` so the cause is kept.
-    """
-    if isinstance(exc, errors.JetStreamError):
-        return exc
-    if isinstance(exc, (_nerr.ConnectionClosedError, _nerr.ConnectionDrainingError)):
-        return errors.ConnectionClosedError(str(exc) or "connection closed")
-    if isinstance(exc, _nerr.NoRespondersError):
-        return errors.NoRespondersError("no responders available for request")
-    if isinstance(exc, (_nerr.TimeoutError, asyncio.TimeoutError)):
-        return errors.TimeoutError(str(exc) or "timed out")
-    if isinstance(exc, _nerr.NoServersError):
-        return errors.NoServersError(str(exc) or "no servers available for connection")
-    if isinstance(exc, (_nerr.BadSubjectError, _nerr.MaxPayloadError, _nerr.BadHeaderError)):
-        return errors.InvalidOptionError(str(exc) or exc.__class__.__name__)
-    if isinstance(exc, _nerr.Error):
-        return errors.JetStreamError(str(exc) or exc.__class__.__name__)
-    return exc
-
-
 # Every Connection alive in this process (for the signal helper).
 _live: "weakref.WeakSet[Connection]" = weakref.WeakSet()
 
@@ -134,9 +109,6 @@ class Connection:
     """One nats-py connection and everything built on it."""
 
     def __init__(self, name: str = "jetstream-sync") -> None:
-        from ._publish import AsyncPublisher  # noqa: F401  (cycle: built lazily below)
-        from .message import AckOutbox
-
         self.loop_thread = LoopThread(name)
         self._generation = _generation
         self.nc: Optional[_NatsClient] = None
@@ -144,8 +116,8 @@ class Connection:
         self._dispatcher: Optional[Dispatcher] = None
         # Queues of acks and publishes sent in bursts; flush/drain/close and
         # every other call send them first (an ack precedes a later request).
-        self.outbox: "AckOutbox" = AckOutbox(self)
-        self._publisher: Optional["AsyncPublisher"] = None
+        self.outbox = AckOutbox(self)
+        self._publisher: Optional[AsyncPublisher] = None
         self._publisher_lock = threading.Lock()
         # Live resources; _state_lock makes "register" and "closing" exclusive,
         # so nothing registers after close() collected them.
@@ -306,8 +278,8 @@ class Connection:
         not require TLS. Checked where nats-py shows the server's INFO."""
         if not self._tls_wanted:
             return True
-        info = getattr(self.nc, "_server_info", None)
-        return not isinstance(info, dict) or bool(info.get("tls_required"))
+        info = server_info(self.nc) if self.nc is not None else None
+        return info is None or bool(info.get("tls_required"))
 
     @staticmethod
     async def _close_quietly(nc: _NatsClient) -> None:
@@ -521,12 +493,10 @@ class Connection:
         events = [r.drain_for_shutdown() for r in resources]
         return [e for e in events if e is not None]
 
-    def publisher(self) -> "AsyncPublisher":
+    def publisher(self) -> AsyncPublisher:
         """The connection's one async publisher, made on first use."""
         pub = self._publisher
         if pub is None:
-            from ._publish import AsyncPublisher
-
             with self._publisher_lock:
                 if self._publisher is None:
                     self._publisher = AsyncPublisher(self)
@@ -620,7 +590,7 @@ class Connection:
             if task is not None:
                 task.cancel()
 
-        removes = [self.watch_permission(subject, on_denied), self.watch_permission(_REPLY_INBOX, on_denied)]
+        removes = [self.watch_permission(subject, on_denied), self.watch_permission(REPLY_INBOX, on_denied)]
         try:
             return await nc.request(subject, data, timeout=timeout, headers=headers)
         except asyncio.CancelledError:
@@ -745,20 +715,7 @@ def _consumer_of(ack_subject: str) -> str:
     return ".".join(tokens[2:4] if len(ack_subject.split(".")) == 9 else tokens[4:6])
 
 
-_REPLY_INBOX = "\0reply-inbox"  # (already lower case)  # watch key: a denied subscription on the request inbox
-
-
-def subject_covers(pattern: str, subject: str) -> bool:
-    """True when subscription ``pattern`` covers ``subject`` (or is the request inbox)."""
-    if subject == _REPLY_INBOX:
-        return pattern.lower().startswith("_inbox.")
-    p, s = pattern.split("."), subject.split(".")
-    for i, tok in enumerate(p):
-        if tok == ">":
-            return len(s) > i
-        if i >= len(s) or (tok != "*" and tok != s[i]):
-            return False
-    return len(p) == len(s)
+REPLY_INBOX = "\0reply-inbox"  # (already lower case)  # watch key: a denied subscription on the request inbox
 
 
 def header_block_of(m: Any) -> Optional[bytes]:

@@ -150,7 +150,7 @@ class Receiver(Resource):
     def take(self, timeout: Optional[float], credit: bool = True) -> Msg:
         """The next message. Raises TimeoutError after ``timeout`` seconds,
         the terminal error (to every caller, every time), then
-        :class:`_Finished` when there is no more."""
+        :class:`Exhausted` when there is no more."""
         self._conn.check_fork()
         deadline = None if timeout is None else monotonic() + timeout
         lock = self._lock
@@ -164,7 +164,7 @@ class Receiver(Resource):
                     self.user_done.set()
                     if self._stop_error is not None:
                         raise self._stop_error
-                    raise _Finished()
+                    raise Exhausted()
                 buf = self._buf
                 if buf:
                     msg = buf.popleft()
@@ -179,7 +179,7 @@ class Receiver(Resource):
                     self.user_done.set()
                     if self._end.error is not None:
                         raise self._end.error
-                    raise _Finished()
+                    raise Exhausted()
                 remaining = None if deadline is None else deadline - monotonic()
                 if remaining is not None and remaining <= 0:
                     raise errors.TimeoutError("no message within %.3fs" % timeout)
@@ -213,7 +213,7 @@ class Receiver(Resource):
                 if report is not None:
                     lock.release()
                     try:
-                        self._call_error_handler(report)
+                        self.call_error_handler(report)
                     finally:
                         lock.acquire()
         finally:
@@ -264,7 +264,7 @@ class Receiver(Resource):
         with self._lock:
             self._credit(msg)
 
-    def _call_error_handler(self, exc: BaseException) -> None:
+    def call_error_handler(self, exc: BaseException) -> None:
         handler = self.error_handler
         if handler is None:
             return
@@ -351,7 +351,7 @@ class Receiver(Resource):
             await engine.shutdown("stop")
 
 
-class _Finished(Exception):
+class Exhausted(Exception):
     """Internal: the receiver has nothing more to hand out."""
 
 

@@ -11,9 +11,14 @@ of the pull engine and for acks this module instead
 - appends pre-formatted ``PUB`` commands to nats-py's outgoing buffer and
   kicks its flusher once per burst.
 
-Both use nats-py internals (``_process_msg``, ``_pending``,
-``_pending_data_size``, ``_flush_queue``). :func:`supported` checks they are
-there; if a future nats-py changes them, the public API is used instead.
+This module is the one place that touches nats-py's private names. The fast
+paths need ``_REQUIRED`` (checked by :func:`supported`, and enabled only for
+the nats-py releases in ``TESTED_VERSIONS``; otherwise the public API is
+used). Besides: ``Subscription._id`` (the protocol sid), the static
+``Client._parse_header_lines``, ``_flusher_task`` (read with getattr),
+``_server_info`` (the TLS check, read with getattr) and, for the late-PONG
+workaround, ``_process_pong``/``_pongs``/``_pongs_received``/
+``_pings_outstanding`` where they exist.
 """
 
 from __future__ import annotations
@@ -24,11 +29,28 @@ import logging
 import time
 from typing import Any, Callable, Deque, Dict, Optional
 
+import nats.errors as _nerr
 from nats.aio.client import Client as _NatsClient
 from nats.errors import ProtocolError
+
+from . import errors
 from nats.protocol.parser import AWAITING_CONTROL_LINE, Parser
 
-__all__ = ["supported", "Dispatcher", "FastParser", "Batcher", "pub_command", "send_raw"]
+__all__ = [
+    "supported",
+    "Dispatcher",
+    "FastParser",
+    "Batcher",
+    "pub_command",
+    "send_raw",
+    "sid_of",
+    "fix_late_pong",
+    "translate",
+    "subject_covers",
+    "parse_header_lines",
+    "REPLY_INBOX",
+    "server_info",
+]
 
 _log = logging.getLogger("jetstream_sync")
 
@@ -315,3 +337,56 @@ class Batcher:
     async def send_queued(self) -> None:
         """Send what is queued now, on the loop thread (flush, drain, close)."""
         self._send_now()
+
+
+# -- the boundary with nats-py: errors, subjects, headers -----------------------------
+
+
+def translate(exc: BaseException) -> BaseException:
+    """Map a nats-py / asyncio / OS exception to this library's hierarchy.
+
+    The one place errors from below are translated; callers ``raise
+    translate(exc) from exc`` so the cause is kept.
+    """
+    if isinstance(exc, errors.JetStreamError):
+        return exc
+    if isinstance(exc, (_nerr.ConnectionClosedError, _nerr.ConnectionDrainingError)):
+        return errors.ConnectionClosedError(str(exc) or "connection closed")
+    if isinstance(exc, _nerr.NoRespondersError):
+        return errors.NoRespondersError("no responders available for request")
+    if isinstance(exc, (_nerr.TimeoutError, asyncio.TimeoutError)):
+        return errors.TimeoutError(str(exc) or "timed out")
+    if isinstance(exc, _nerr.NoServersError):
+        return errors.NoServersError(str(exc) or "no servers available for connection")
+    if isinstance(exc, (_nerr.BadSubjectError, _nerr.MaxPayloadError, _nerr.BadHeaderError)):
+        return errors.InvalidOptionError(str(exc) or exc.__class__.__name__)
+    if isinstance(exc, _nerr.Error):
+        return errors.JetStreamError(str(exc) or exc.__class__.__name__)
+    return exc
+
+
+REPLY_INBOX = "\0reply-inbox"  # watch key: a denied subscription on the request inbox (lower case)
+
+
+def subject_covers(pattern: str, subject: str) -> bool:
+    """True when subscription ``pattern`` covers ``subject`` (or is the request inbox)."""
+    if subject == REPLY_INBOX:
+        return pattern.lower().startswith("_inbox.")
+    p, s = pattern.split("."), subject.split(".")
+    for i, tok in enumerate(p):
+        if tok == ">":
+            return len(s) > i
+        if i >= len(s) or (tok != "*" and tok != s[i]):
+            return False
+    return len(p) == len(s)
+
+
+def parse_header_lines(raw: bytes) -> Dict[str, str]:
+    """``Name: Value`` lines of a header block (after its status line), by nats-py's parser."""
+    return _NatsClient._parse_header_lines(raw)
+
+
+def server_info(nc: _NatsClient) -> Optional[Dict[str, Any]]:
+    """The server's INFO as nats-py keeps it, or None where it cannot be read."""
+    info = getattr(nc, "_server_info", None)
+    return info if isinstance(info, dict) else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from typing import TYPE_CHECKING, Any, Deque, Dict, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Deque, Dict, Iterator, List, Optional, Union
 
 from nats.aio.client import Client as _NatsClient
 
@@ -39,9 +39,9 @@ def connect(servers: Union[str, List[str]] = "nats://127.0.0.1:4222", **options:
     refused, name not resolved, a TLS error; :class:`AuthorizationError` for
     rejected credentials). Passwords in URLs never appear in messages.
     """
-    client = Client()
-    client._conn.connect(servers, options)
-    return client
+    conn = Connection("jetstream-sync")
+    conn.connect(servers, options)
+    return Client(conn)
 
 
 class Client:
@@ -51,8 +51,8 @@ class Client:
     only; the connection itself is driven by a background loop thread.
     """
 
-    def __init__(self) -> None:
-        self._conn = Connection("jetstream-sync")
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
 
     def __repr__(self) -> str:
         state = "closed" if self.is_closed else ("connected" if self.is_connected else "disconnected")

@@ -9,7 +9,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Union
 
 from . import errors, options
-from ._pull import FetchEngine, PullEngine, PullStats, PullTarget, Receiver, _Finished
+from ._pull import FetchEngine, PullEngine, PullStats, PullTarget, Receiver, Exhausted
 from .message import Msg
 from .options import ConsumeOptions, FetchOptions
 
@@ -98,7 +98,7 @@ class MessagesContext(_Context):
     def __next__(self) -> Msg:
         try:
             return self._receiver.take(None)
-        except _Finished:
+        except Exhausted:
             raise StopIteration from None
 
     def next(self, timeout: Optional[float] = None) -> Msg:
@@ -111,7 +111,7 @@ class MessagesContext(_Context):
         t = options.optional_timeout("timeout", timeout)
         try:
             return self._receiver.take(t)
-        except _Finished:
+        except Exhausted:
             raise errors.ConsumerStoppedError("the messages() context is stopped") from None
 
     @property
@@ -184,10 +184,10 @@ class ConsumeContext(_Context):
             while True:
                 try:
                     msg = receiver.take(None, credit=False)
-                except _Finished:
+                except Exhausted:
                     return
                 except errors.JetStreamError as exc:  # the terminal error that ends consumption
-                    receiver._call_error_handler(exc)
+                    receiver.call_error_handler(exc)
                     return
                 try:
                     self._handler(msg)
@@ -206,7 +206,7 @@ class ConsumeContext(_Context):
                 msg.nak()
             except errors.JetStreamError:
                 pass
-        self._receiver._call_error_handler(exc)
+        self._receiver.call_error_handler(exc)
 
     @property
     def closed(self) -> bool:
@@ -249,7 +249,7 @@ class FetchResult:
             while True:
                 try:
                     yield receiver.take(None)
-                except _Finished:
+                except Exhausted:
                     return
         finally:
             self.close()

@@ -119,7 +119,11 @@ class APIError(JetStreamError):
     def from_error(err: Dict[str, Any]) -> "APIError":
         """Build the most specific subclass for an API ``error`` object."""
         raw = int(err.get("err_code") or 0)
-        err_code: int = ErrorCode(raw) if raw in ErrorCode._value2member_map_ else raw
+        err_code: int
+        try:
+            err_code = ErrorCode(raw)
+        except ValueError:  # a code this library has no name for
+            err_code = raw
         cls = _BY_ERR_CODE.get(err_code)
         code = int(err.get("code") or 0)
         if cls is None:

@@ -9,13 +9,14 @@ import json
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Type, TypeVar, Union
 
 import nats.errors as _nerr
-from nats.aio.client import Client as _NatsClient
 from nats.nuid import NUID
 
 from . import errors, options
 from ._publish import check_publish, publish_headers, publish_with_retry
 from .client import as_bytes
+from .message import parse_header_block
 from .models import (
+    parse_utc_iso,
     AccountInfo,
     AckPolicy,
     ConsumerConfig,
@@ -269,7 +270,7 @@ class JetStream:
         headers = None
         if raw.get("hdrs"):
             block = base64.b64decode(raw["hdrs"])
-            headers = _NatsClient._parse_header_lines(block[block.find(b"\r\n") + 2 :]) or None
+            headers = parse_header_block(block)
         when = raw.get("time")
         return StoredMsg(
             stream=stream,
@@ -277,7 +278,7 @@ class JetStream:
             seq=int(raw["seq"]),
             data=base64.b64decode(raw.get("data") or b""),
             headers=headers,
-            time=StreamInfo._parse_utc_iso(when) if when else None,
+            time=parse_utc_iso(when) if when else None,
         )
 
     def delete_msg(self, stream: str, seq: int, erase: bool = False) -> None:

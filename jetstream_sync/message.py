@@ -1,9 +1,9 @@
 """Msg, JetStream ack-subject metadata, and the ack outbox.
 
-Acks never block the user thread: :meth:`Msg.ack` appends to the client's
-:class:`AckOutbox` and the loop thread is woken once per burst to publish
-everything queued (see DESIGN.md §1). :meth:`Msg.ack_sync` is the confirmed
-variant that waits for the server's reply.
+Acks never block the user thread: :meth:`Msg.ack` appends to the
+connection's ack outbox (``_outbox.py``) and the loop thread is woken once
+per burst to publish everything queued. :meth:`Msg.ack_sync` is the
+confirmed variant that waits for the server's reply.
 """
 
 from __future__ import annotations
@@ -11,19 +11,18 @@ from __future__ import annotations
 import datetime
 import json
 import logging
-import threading
-from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Optional
 
-from nats.aio.client import Client as _NatsClient
 from nats.aio.msg import Msg as _NatsMsg
 
 from . import errors, options
-from ._wire import Batcher
+from ._wire import parse_header_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._connection import Connection
+    from ._outbox import AckOutbox
 
-__all__ = ["Msg", "Metadata", "SequencePair", "parse_metadata", "AckOutbox"]
+__all__ = ["Msg", "Metadata", "SequencePair", "parse_metadata"]
 
 _log = logging.getLogger("jetstream_sync.message")
 
@@ -88,7 +87,7 @@ def parse_metadata(reply: Optional[str]) -> Metadata:
 def parse_header_block(raw: bytes) -> Optional[Dict[str, str]]:
     """Headers of a ``NATS/1.0 …`` block (the status line is skipped)."""
     start = raw.find(b"\r\n")
-    return _NatsClient._parse_header_lines(raw[start + 2 :]) or None if start >= 0 else None
+    return parse_header_lines(raw[start + 2 :]) or None if start >= 0 else None
 
 
 def headers_size(headers: Optional[Dict[str, str]]) -> int:
@@ -208,113 +207,3 @@ class Msg:
         if not self.reply.startswith("$JS.ACK."):
             raise errors.NotJSMessageError(f"not a JetStream message: reply subject {self.reply!r} is not an ack subject")
         return conn.outbox
-
-
-class AckOutbox(Batcher):
-    """Publishes queued (subject, payload) pairs from the loop thread.
-
-    Any thread may :meth:`put`. The loop is not woken per ack: queued acks go
-    out when ``BATCH`` have gathered, when a thread is about to block waiting
-    for messages (:meth:`kick`), on flush/close, and otherwise within
-    ``DELAY`` seconds of the first one.
-    """
-
-    BATCH = 256
-    DELAY = 0.005
-
-    def __init__(self, conn: "Connection") -> None:
-        super().__init__(conn.loop_thread)
-        self.conn = conn
-        self.errors = 0
-        # put() and seal() exclude each other: no ack is accepted and then
-        # left behind by close(). Uncontended, so cheap on the hot path.
-        self._lock = threading.Lock()
-        self._sealed = False
-
-    def __len__(self) -> int:
-        return len(self._queue)
-
-    def has_queued(self) -> bool:
-        return bool(self._queue)
-
-    def put(self, subject: str, payload: bytes) -> None:
-        self.conn.check_fork()
-        with self._lock:  # against seal(): an ack is either sent by close or refused
-            if self._sealed:
-                raise errors.ConnectionClosedError("cannot ack: the client is closed")
-            self._queue.append((subject, payload))
-        self.queued()
-
-    def seal(self) -> None:
-        """Loop thread, closing: refuse acks from now on (what is queued is sent next)."""
-        with self._lock:
-            self._sealed = True
-
-    def take_all(self) -> List[Tuple[str, bytes]]:
-        """Loop thread: everything queued, removed from the queue."""
-        queue = self._queue
-        items = []
-        while queue:
-            items.append(queue.popleft())
-        return items
-
-    def put_many(self, items: List[Tuple[str, bytes]]) -> None:
-        """Queue several publishes and send them now (used to NAK a buffer)."""
-        if items:
-            with self._lock:
-                if self._sealed:
-                    self._lost(len(items), "the client is closed")
-                    return
-                self._queue.extend(items)
-            try:
-                self.kick()
-            except errors.JetStreamError:
-                pass  # no loop any more: close() sends or counts what is queued
-
-    def _send(self, queue: Deque[Tuple[str, bytes]]) -> None:
-        """Publish everything queued (loop thread)."""
-        conn = self.conn
-        if not conn.fast:
-            conn.loop_thread.loop.create_task(self._publish_each())
-            return
-        parts = []
-        while queue:
-            subject, payload = queue.popleft()
-            parts.append(b"PUB %s %d\r\n%s\r\n" % (subject.encode(), len(payload), payload))
-        if not conn.send_commands(b"".join(parts)):
-            self._lost(len(parts), "the connection is closed or its reconnect buffer is full")
-
-    def drop_unsent(self) -> None:
-        """After the loop stopped: count (and log) what could not be sent."""
-        with self._lock:
-            self._sealed = True
-            left = len(self._queue)
-            self._queue.clear()
-        if left:
-            self._lost(left, "the client closed before they could be sent")
-
-    def _lost(self, count: int, why: str) -> None:
-        # The server redelivers after AckWait; say so rather than drop silently.
-        self.errors += count
-        _log.warning("%d ack(s) not sent: %s", count, why)
-
-    async def send_queued(self) -> None:
-        if self.conn.fast:
-            self._send_now()
-        else:
-            await self._publish_each()
-
-    async def _publish_each(self) -> None:
-        """Without the fast paths: nats-py's publish, one by one. Popping and
-        nats-py's append to its buffer happen without a yield between them,
-        so concurrent drainers keep the queue's order."""
-        nc = self.conn.nc
-        queue = self._queue
-        while queue:
-            subject, payload = queue.popleft()
-            try:
-                if nc is None:
-                    raise errors.ConnectionClosedError("not connected")
-                await nc.publish(subject, payload)
-            except Exception as exc:
-                self._lost(1, repr(exc))

@@ -54,6 +54,23 @@ __all__ = [
 ]
 
 _NS = 1_000_000_000
+
+
+def parse_utc_iso(text: str) -> datetime.datetime:
+    """An RFC 3339 time from the server (nanosecond fraction allowed) as an aware UTC datetime."""
+    t = text.strip()
+    if t.endswith("Z"):
+        t = t[:-1] + "+00:00"
+    main, frac, zone = t, "", ""
+    plus = max(t.rfind("+"), t.rfind("-", 19))
+    if plus > 18:
+        main, zone = t[:plus], t[plus:]
+    if "." in main:
+        main, frac = main.split(".", 1)
+        frac = "." + frac[:6].ljust(6, "0")
+    when = datetime.datetime.fromisoformat(main + frac + (zone or "+00:00"))
+    return when.astimezone(datetime.timezone.utc)
+
 _ABSENT = object()  # a key the server left out
 
 
@@ -134,7 +151,7 @@ class _Model:
                     wire[key] = (seconds, value)
                 value = seconds
             elif key in cls._times:
-                when = _api.Base._parse_utc_iso(value)
+                when = parse_utc_iso(value)
                 wire[key] = (when, value)
                 value = when
             else:

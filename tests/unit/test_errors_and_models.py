@@ -5,7 +5,8 @@ import builtins
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync._publish import parse_puback, publish_headers
+from jetstream_sync._publish import publish_headers
+from jetstream_sync._publisher import parse_puback
 from jetstream_sync.jetstream import build_config, validate_name
 
 

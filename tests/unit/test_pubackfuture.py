@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from jetstream_sync._publish import PubAckFuture
+from jetstream_sync._publisher import PubAckFuture
 
 
 class Publisher:

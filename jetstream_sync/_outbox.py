@@ -1,0 +1,128 @@
+"""The ack outbox: acks (and NAKs of unread buffers) queued by any thread,
+published by the loop thread in bursts. One per connection."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Deque, List, Tuple
+
+from . import errors
+from ._wire import Batcher
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._connection import Connection
+
+__all__ = ["AckOutbox"]
+
+_log = logging.getLogger("jetstream_sync.acks")
+
+
+class AckOutbox(Batcher):
+    """Publishes queued (subject, payload) pairs from the loop thread.
+
+    Any thread may :meth:`put`. The loop is not woken per ack: queued acks go
+    out when ``BATCH`` have gathered, when a thread is about to block waiting
+    for messages (:meth:`kick`), on flush/close, and otherwise within
+    ``DELAY`` seconds of the first one.
+    """
+
+    BATCH = 256
+    DELAY = 0.005
+
+    def __init__(self, conn: "Connection") -> None:
+        super().__init__(conn.loop_thread)
+        self.conn = conn
+        self.errors = 0
+        # put() and seal() exclude each other: no ack is accepted and then
+        # left behind by close(). Uncontended, so cheap on the hot path.
+        self._lock = threading.Lock()
+        self._sealed = False
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def has_queued(self) -> bool:
+        return bool(self._queue)
+
+    def put(self, subject: str, payload: bytes) -> None:
+        self.conn.check_fork()
+        with self._lock:  # against seal(): an ack is either sent by close or refused
+            if self._sealed:
+                raise errors.ConnectionClosedError("cannot ack: the client is closed")
+            self._queue.append((subject, payload))
+        self.queued()
+
+    def seal(self) -> None:
+        """Loop thread, closing: refuse acks from now on (what is queued is sent next)."""
+        with self._lock:
+            self._sealed = True
+
+    def take_all(self) -> List[Tuple[str, bytes]]:
+        """Loop thread: everything queued, removed from the queue."""
+        queue = self._queue
+        items = []
+        while queue:
+            items.append(queue.popleft())
+        return items
+
+    def put_many(self, items: List[Tuple[str, bytes]]) -> None:
+        """Queue several publishes and send them now (used to NAK a buffer)."""
+        if items:
+            with self._lock:
+                if self._sealed:
+                    self._lost(len(items), "the client is closed")
+                    return
+                self._queue.extend(items)
+            try:
+                self.kick()
+            except errors.JetStreamError:
+                pass  # no loop any more: close() sends or counts what is queued
+
+    def _send(self, queue: Deque[Tuple[str, bytes]]) -> None:
+        """Publish everything queued (loop thread)."""
+        conn = self.conn
+        if not conn.fast:
+            conn.loop_thread.loop.create_task(self._publish_each())
+            return
+        parts = []
+        while queue:
+            subject, payload = queue.popleft()
+            parts.append(b"PUB %s %d\r\n%s\r\n" % (subject.encode(), len(payload), payload))
+        if not conn.send_commands(b"".join(parts)):
+            self._lost(len(parts), "the connection is closed or its reconnect buffer is full")
+
+    def drop_unsent(self) -> None:
+        """After the loop stopped: count (and log) what could not be sent."""
+        with self._lock:
+            self._sealed = True
+            left = len(self._queue)
+            self._queue.clear()
+        if left:
+            self._lost(left, "the client closed before they could be sent")
+
+    def _lost(self, count: int, why: str) -> None:
+        # The server redelivers after AckWait; say so rather than drop silently.
+        self.errors += count
+        _log.warning("%d ack(s) not sent: %s", count, why)
+
+    async def send_queued(self) -> None:
+        if self.conn.fast:
+            self._send_now()
+        else:
+            await self._publish_each()
+
+    async def _publish_each(self) -> None:
+        """Without the fast paths: nats-py's publish, one by one. Popping and
+        nats-py's append to its buffer happen without a yield between them,
+        so concurrent drainers keep the queue's order."""
+        nc = self.conn.nc
+        queue = self._queue
+        while queue:
+            subject, payload = queue.popleft()
+            try:
+                if nc is None:
+                    raise errors.ConnectionClosedError("not connected")
+                await nc.publish(subject, payload)
+            except Exception as exc:
+                self._lost(1, repr(exc))

@@ -1,0 +1,404 @@
+"""The async publisher behind ``JetStream.publish_async``: one per connection,
+a bounded window of pipelined publishes whose futures always resolve."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import concurrent.futures._base as _futures_base
+import json
+import re
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional
+
+from . import errors
+from ._wire import Batcher, subject_covers, translate
+from .models import PubAck
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._connection import Connection
+
+__all__ = ["AsyncPublisher", "PubAckFuture", "parse_puback", "RETRY_ATTEMPTS", "RETRY_WAIT"]
+
+# ADR-22: retry a publish that met "no responders" (stream leader moving,
+# server restarting) a couple of times before failing.
+RETRY_ATTEMPTS = 2
+RETRY_WAIT = 0.25
+DEFAULT_MAX_PENDING = 4000
+_SWEEP_INTERVAL = 0.1
+_PENDING, _FINISHED = _futures_base.PENDING, _futures_base.FINISHED
+
+
+_PLAIN_ACK = re.compile(rb'\{"stream":"([^"\\]+)",\s*"seq":(\d+)\}\s*')
+
+
+def parse_puback(data: bytes) -> PubAck:
+    plain = _PLAIN_ACK.fullmatch(data)
+    if plain is not None:  # the usual reply, without a JSON parse
+        return PubAck(plain.group(1).decode(), int(plain.group(2)))
+    try:
+        resp = json.loads(data)
+    except ValueError:
+        raise errors.JetStreamError(f"invalid publish acknowledgement: {data[:100]!r}") from None
+    if "error" in resp:
+        raise errors.APIError.from_error(resp["error"])
+    return PubAck.from_response(resp)
+
+
+class _Pending:
+    __slots__ = ("subject", "data", "headers", "hdr", "future", "deadline", "attempt")
+
+    def __init__(
+        self, subject: str, data: bytes, headers: Optional[Dict[str, str]], hdr: bytes, future: Any, deadline: float
+    ):
+        self.subject = subject
+        self.data = data
+        self.headers = headers
+        self.hdr = hdr  # the header block, built and checked in the caller's thread
+        self.future = future
+        self.deadline = deadline
+        self.attempt = 0
+
+
+_COND_LOCK = threading.Lock()
+
+
+class PubAckFuture(concurrent.futures.Future):  # type: ignore[type-arg]
+    """A ``concurrent.futures.Future`` of a PubAck.
+
+    Its condition variable is made only when something waits on it (most
+    results are read after they are set), and asking for the result sends
+    queued publishes at once instead of at the next batch or tick.
+    """
+
+    def __init__(self, publisher: "AsyncPublisher") -> None:
+        # Future.__init__ minus the Condition, which _condition makes on demand.
+        self._cond: Optional[threading.Condition] = None
+        self._state = _PENDING
+        self._result = None
+        self._exception: Optional[BaseException] = None
+        self._waiters: list = []
+        self._done_callbacks: list = []
+        self._publisher = publisher
+
+    @property  # type: ignore[override]
+    def _condition(self) -> threading.Condition:
+        cond = self._cond
+        if cond is None:
+            with _COND_LOCK:
+                cond = self._cond
+                if cond is None:
+                    cond = self._cond = threading.Condition()
+        return cond
+
+    def _finish_unwatched(self, result: Any, exception: Optional[BaseException]) -> bool:
+        """Resolve without the Condition if nobody has asked for it yet."""
+        if self._cond is not None:
+            return False
+        with _COND_LOCK:
+            if self._cond is not None:
+                return False
+            if self._state != _PENDING:  # pragma: no cover - cancel() makes the Condition
+                raise concurrent.futures.InvalidStateError(f"{self._state}: {self!r}")
+            self._result = result
+            self._exception = exception
+            self._state = _FINISHED
+        self._invoke_callbacks()
+        return True
+
+    def set_result(self, result: Any) -> None:
+        if not self._finish_unwatched(result, None):
+            super().set_result(result)
+
+    def set_exception(self, exception: Optional[BaseException]) -> None:
+        if not self._finish_unwatched(None, exception):
+            super().set_exception(exception)
+
+    def result(self, timeout: Optional[float] = None) -> PubAck:
+        if self._state == _FINISHED:
+            if self._exception is not None:
+                raise self._exception
+            return self._result  # type: ignore[return-value]
+        self._publisher.kick_quietly()
+        return super().result(timeout)  # type: ignore[no-any-return]
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        if self._state == _FINISHED:
+            return self._exception
+        self._publisher.kick_quietly()
+        return super().exception(timeout)
+
+
+class AsyncPublisher(Batcher):
+    """Pipelined JetStream publishes with a bounded window; one per connection.
+
+    User threads queue publishes (blocking only while ``max_pending`` are in
+    flight, each caller at most its own timeout). The loop thread is not
+    woken per call: queued publishes go out per ``BATCH``, when a caller
+    waits (a result, the window, completion), or after ``DELAY`` seconds.
+    They are sent with replies on one wildcard inbox, and each Future is
+    resolved with its PubAck or an error — also when the connection closes.
+
+    Threads: ``_queue`` (a deque) is appended by user threads and drained by
+    the loop; ``_submitted`` / ``_closed`` change under ``_cond``;
+    ``_completed`` and ``_inflight`` belong to the loop thread (and to
+    :meth:`fail_all` once the loop has stopped).
+    """
+
+    BATCH = 64
+    DELAY = 0.002
+
+    def __init__(self, conn: "Connection", max_pending: int = DEFAULT_MAX_PENDING) -> None:
+        super().__init__(conn.loop_thread)
+        self._conn = conn
+        self._max = self._check_max(max_pending)
+        self._inflight: Dict[bytes, _Pending] = {}
+        self._prefix = b""
+        self._sid: Optional[int] = None
+        self._sweep_handle: Optional[asyncio.TimerHandle] = None
+        self._next_id = 0
+        self._submitted = 0
+        self._completed = 0
+        self._closed = False
+        self._cond = threading.Condition(threading.Lock())
+        self._waiters = 0
+        self._setup_lock = threading.Lock()
+        conn.add_listener("closed", self._on_closed)
+
+    @staticmethod
+    def _check_max(max_pending: Any) -> int:
+        if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
+            raise errors.InvalidOptionError(f"max_pending must be an integer >= 1, got {max_pending!r}")
+        return max_pending
+
+    @property
+    def max_pending(self) -> int:
+        return self._max
+
+    def set_max_pending(self, max_pending: int) -> None:
+        """Resize the window (any time; a smaller window applies to later calls)."""
+        with self._cond:
+            self._max = self._check_max(max_pending)
+            self._cond.notify_all()
+
+    @property
+    def pending(self) -> int:
+        """Publishes queued or awaiting their PubAck."""
+        return self._submitted - self._completed
+
+    def kick_quietly(self) -> None:
+        """kick(), but a closed or forked connection is not the caller's error here."""
+        try:
+            self.kick()
+        except errors.JetStreamError:
+            pass
+
+    def publish(
+        self, subject: str, data: bytes, headers: Optional[Dict[str, str]], hdr: bytes, timeout: float
+    ) -> "concurrent.futures.Future[PubAck]":
+        conn = self._conn
+        conn.check()
+        if self._sid is None:
+            self._setup()
+        deadline = time.monotonic() + timeout
+        future = PubAckFuture(self)
+        entry = _Pending(subject, data, headers, hdr, future, deadline)
+        with self._cond:
+            if self._submitted - self._completed >= self._max:
+                self.kick_quietly()
+                self._waiters += 1
+                try:
+                    ok = self._cond.wait_for(
+                        lambda: self._closed or self._submitted - self._completed < self._max,
+                        deadline - time.monotonic(),
+                    )
+                finally:
+                    self._waiters -= 1
+                if not ok:
+                    raise errors.TimeoutError(
+                        f"publish_async window ({self._max}) full for {timeout}s: acks are not coming back"
+                    )
+            if self._closed:
+                raise errors.ConnectionClosedError("the client is closed")
+            self._submitted += 1
+            self._queue.append(entry)
+        try:
+            self.queued()
+        except errors.JetStreamError as exc:  # the loop is gone: fail this one here
+            try:
+                self._queue.remove(entry)
+            except ValueError:
+                pass  # taken by the loop or by fail_all, which resolve it
+            else:
+                self._done(entry, None, exc)
+        return future
+
+    def wait_complete(self, timeout: Optional[float]) -> bool:
+        self.kick_quietly()
+        with self._cond:
+            self._waiters += 1
+            try:
+                return self._cond.wait_for(lambda: self._submitted == self._completed, timeout)
+            finally:
+                self._waiters -= 1
+
+    def _setup(self) -> None:
+        """The reply subscription, on first use."""
+        with self._setup_lock:
+            if self._sid is None:
+                self._conn.run(self._asetup(), 10.0)
+
+    async def _asetup(self) -> None:
+        conn = self._conn
+        prefix = conn.new_inbox() + "."
+        self._prefix = prefix.encode()
+        self._sid = await conn.subscribe(prefix + "*", self._on_reply)
+
+    # -- loop side ------------------------------------------------------------
+
+    def _send(self, queue: Deque[_Pending]) -> None:
+        conn = self._conn
+        if not conn.fast:
+            conn.loop_thread.loop.create_task(self._publish_each())
+            return
+        parts = []
+        sent = []
+        prefix = self._prefix
+        while queue:
+            entry = queue.popleft()
+            token = self._track(entry)
+            sent.append(token)
+            parts.append(_command(entry, prefix + token))
+        if not conn.send_commands(b"".join(parts)):
+            exc = errors.ConnectionClosedError("cannot publish: the connection is closed or its buffer is full")
+            for token in sent:
+                entry = self._inflight.pop(token, None)
+                if entry is not None:
+                    self._fail(entry, exc)
+
+    def _track(self, entry: _Pending) -> bytes:
+        """A reply token for ``entry``, awaiting its PubAck; arms the sweeper."""
+        self._next_id += 1
+        token = b"%d" % self._next_id
+        self._inflight[token] = entry
+        if self._sweep_handle is None:
+            self._sweep_handle = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL, self._sweep)
+        return token
+
+    async def send_queued(self) -> None:
+        if self._conn.fast:
+            self._send_now()
+        else:
+            await self._publish_each()
+
+    async def _publish_each(self) -> None:
+        """Without the fast paths: one nats-py publish per message."""
+        nc = self._conn.nc
+        queue = self._queue
+        while queue:
+            entry = queue.popleft()
+            token = self._track(entry)
+            try:
+                if nc is None:
+                    raise errors.ConnectionClosedError("not connected")
+                await nc.publish(entry.subject, entry.data, reply=(self._prefix + token).decode(), headers=entry.headers)
+            except Exception as exc:
+                if self._inflight.pop(token, None) is not None:
+                    self._fail(entry, translate(exc))
+
+    def _on_reply(self, subject: bytes, reply: bytes, data: bytes, headers: Optional[bytes]) -> None:
+        entry = self._inflight.pop(subject[len(self._prefix) :], None)
+        if entry is None:
+            return  # timed out already
+        if not data and headers is not None and headers.startswith(b"NATS/1.0 503"):
+            self._no_responders(entry)
+            return
+        try:
+            ack = parse_puback(data)
+        except errors.JetStreamError as exc:
+            self._fail(entry, exc)
+        else:
+            self._done(entry, ack, None)
+
+    def _no_responders(self, entry: _Pending) -> None:
+        if entry.attempt < RETRY_ATTEMPTS:  # ADR-22: try again shortly
+            entry.attempt += 1
+            asyncio.get_running_loop().call_later(RETRY_WAIT, self._resend, entry)
+            return
+        self._fail(entry, errors.NoRespondersError(f"no stream answered a publish to {entry.subject!r}"))
+
+    def _resend(self, entry: _Pending) -> None:
+        self._queue.appendleft(entry)
+        self.kick_quietly()
+
+    def _sweep(self) -> None:
+        """Time out overdue publishes; re-armed only while some are in flight."""
+        self._sweep_handle = None
+        now = time.monotonic()
+        expired = [t for t, e in self._inflight.items() if e.deadline <= now]
+        for token in expired:
+            entry = self._inflight.pop(token)
+            self._fail(entry, errors.TimeoutError(f"no publish acknowledgement for {entry.subject!r}"))
+        if self._inflight:
+            self._sweep_handle = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL, self._sweep)
+
+    def denied(self, kind: str, subject: str, err: BaseException) -> None:
+        """Loop thread: the server refused publishes to ``subject`` (or the
+        reply inbox): fail those in flight now instead of at their timeout."""
+        if kind == "subscription":
+            if not subject_covers(subject, self._prefix.decode() + "1"):
+                return
+            doomed = list(self._inflight)
+        else:
+            doomed = [t for t, e in self._inflight.items() if e.subject.lower() == subject]  # subject: lower case
+        for token in doomed:
+            entry = self._inflight.pop(token, None)
+            if entry is not None:
+                self._fail(entry, err)
+
+    def _on_closed(self) -> None:
+        self.fail_all(errors.ConnectionClosedError("connection closed before the publish was acknowledged"))
+
+    def fail_all(self, exc: BaseException) -> None:
+        """Resolve everything queued or in flight with ``exc`` and refuse new
+        publishes (the connection is closed; the loop has stopped or is the caller)."""
+        with self._cond:
+            self._closed = True
+            pending: List[_Pending] = list(self._inflight.values())
+            self._inflight.clear()
+            while self._queue:
+                pending.append(self._queue.popleft())
+            self._cond.notify_all()
+        if self._sweep_handle is not None:
+            self._sweep_handle.cancel()
+            self._sweep_handle = None
+        for entry in pending:
+            self._fail(entry, exc)
+
+    def _fail(self, entry: _Pending, exc: BaseException) -> None:
+        self._done(entry, None, exc)
+
+    def _done(self, entry: _Pending, ack: Optional[PubAck], exc: Optional[BaseException]) -> None:
+        future = entry.future
+        try:
+            if exc is not None:
+                future.set_exception(exc)
+            else:
+                future.set_result(ack)
+        except concurrent.futures.InvalidStateError:  # cancelled by the user meanwhile
+            pass
+        with self._cond:
+            self._completed += 1
+            # Wake blocked publishers once half the window is free, not per ack.
+            if self._waiters and self._submitted - self._completed <= self._max // 2:
+                self._cond.notify_all()
+
+
+def _command(entry: _Pending, reply: bytes) -> bytes:
+    """The PUB (or HPUB) line of a queued publish."""
+    subject, data = entry.subject.encode(), entry.data
+    hdr = entry.hdr
+    if not hdr:
+        return b"PUB %s %s %d\r\n%s\r\n" % (subject, reply, len(data), data)
+    return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject, reply, len(hdr), len(hdr) + len(data), hdr, data)

@@ -1,0 +1,80 @@
+"""The import structure: the connection core at the bottom of everything that
+talks to NATS, arrows only into it, and no module reading another's privates."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Dict, Set
+
+PKG = Path(__file__).resolve().parents[2] / "jetstream_sync"
+
+# The core and what it is built from: none of them may import anything above.
+CORE = "_connection"
+BELOW_CORE = {"_loop", "_wire", "_outbox", "_publisher", "errors", "options", "models"}
+
+
+def runtime_imports(path: Path) -> Set[str]:
+    """Package modules imported by ``path`` at run time (TYPE_CHECKING blocks excluded)."""
+    tree = ast.parse(path.read_text())
+    found: Set[str] = set()
+
+    def visit(nodes: list) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                if node.module:
+                    found.add(node.module.split(".")[0])
+                else:
+                    found.update(alias.name for alias in node.names)
+            for child in ast.iter_child_nodes(node):
+                visit([child])
+
+    visit(tree.body)
+    return found
+
+
+def modules() -> Dict[str, Path]:
+    return {p.stem: p for p in PKG.glob("*.py") if p.stem != "__init__"}
+
+
+def test_nothing_below_the_core_imports_above_it():
+    mods = modules()
+    allowed = BELOW_CORE | {"_server"}
+    for name in BELOW_CORE:
+        above = runtime_imports(mods[name]) - allowed
+        assert not above, f"{name} imports {above}, which sit above the connection core"
+
+
+def test_the_core_uses_only_what_is_below_it():
+    assert runtime_imports(modules()[CORE]) <= BELOW_CORE
+
+
+def test_engines_and_contexts_reach_nats_py_only_through_the_core():
+    for name in ("client", "jetstream", "stream", "consumer", "contexts", "_pull", "message", "_signals"):
+        source = modules()[name].read_text()
+        assert "nats.aio.client" not in source or name in ("client", "message"), name
+        assert "import nats.errors" not in source or name in ("jetstream", "_publish"), name
+
+
+def test_no_module_reads_another_modules_private_attributes():
+    """``x._name`` only for private names the module defines itself (on its
+    own classes' instances); nats-py, asyncio and gevent internals only in
+    _wire, _connection and _loop, where they are listed."""
+    for name, path in modules().items():
+        if name in ("_wire", "_connection", "_loop", "_server"):
+            continue
+        tree = ast.parse(path.read_text())
+        defined = {
+            node.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and ast.unparse(node.value) in ("self", "cls")
+        }
+        defined |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                base = ast.unparse(node.value)
+                assert node.attr in defined or base.startswith("_futures_base"), (
+                    f"{name}.py:{node.lineno} reads {base}.{node.attr}, not defined in {name}.py"
+                )
