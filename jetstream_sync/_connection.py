@@ -59,6 +59,8 @@ _generation = 0
 def _after_fork_in_child() -> None:
     global _generation
     _generation += 1
+    for conn in list(_live):  # hot paths read this flag instead of comparing generations
+        conn.in_child = True
 
 
 if hasattr(os, "register_at_fork"):
@@ -135,6 +137,7 @@ class Connection:
         self.pong_fixed = False  # nats-py's late-PONG bug is worked around
         self._servers: List[str] = []
         self._subs: Dict[int, Any] = {}  # sid -> nats-py subscription (loop thread)
+        self.in_child = False  # set in a forked child by the at-fork hook
         _live.add(self)
 
     # -- state (any thread) ----------------------------------------------------
@@ -144,8 +147,9 @@ class Connection:
         return self._generation != _generation
 
     def check_fork(self) -> None:
-        """Raise ForkedProcessError in a child process (cheap: hot paths call it)."""
-        if self._generation != _generation:
+        """Raise ForkedProcessError in a child process. Hot paths test
+        ``in_child`` inline and call this only to raise."""
+        if self._generation != _generation or self.in_child:
             raise errors.ForkedProcessError(
                 "this object was created before os.fork() and cannot be used in the child process; "
                 "create a new Client in the child"

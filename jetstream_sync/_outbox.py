@@ -4,7 +4,6 @@ published by the loop thread in bursts. One per connection."""
 from __future__ import annotations
 
 import logging
-import threading
 from typing import TYPE_CHECKING, Deque, List, Tuple
 
 from . import errors
@@ -34,9 +33,8 @@ class AckOutbox(Batcher):
         super().__init__(conn.loop_thread)
         self.conn = conn
         self.errors = 0
-        # put() and seal() exclude each other: no ack is accepted and then
-        # left behind by close(). Uncontended, so cheap on the hot path.
-        self._lock = threading.Lock()
+        # Set by close() before its last send: later acks are refused. put()
+        # looks again after its append (see there), so none is left behind.
         self._sealed = False
 
     def __len__(self) -> int:
@@ -46,17 +44,31 @@ class AckOutbox(Batcher):
         return bool(self._queue)
 
     def put(self, subject: str, payload: bytes) -> None:
-        self.conn.check_fork()
-        with self._lock:  # against seal(): an ack is either sent by close or refused
-            if self._sealed:
-                raise errors.ConnectionClosedError("cannot ack: the client is closed")
-            self._queue.append((subject, payload))
+        if self.conn.in_child:
+            self.conn.check_fork()
+        if self._sealed:
+            raise errors.ConnectionClosedError("cannot ack: the client is closed")
+        item = (subject, payload)
+        queue = self._queue
+        queue.append(item)
+        if self._sealed and self._take_back(item):
+            # Sealed between the check and the append, and close() had not
+            # taken it yet: refuse it rather than leave it unsent.
+            raise errors.ConnectionClosedError("cannot ack: the client is closed")
         self.queued()
+
+    def _take_back(self, item: Tuple[str, bytes]) -> bool:
+        """True if ``item`` was still queued (and is removed now); False if the
+        closing sender already took it (sent, or counted as not sent)."""
+        try:
+            self._queue.remove(item)  # atomic under the GIL, as the sender's popleft
+        except ValueError:
+            return False
+        return True
 
     def seal(self) -> None:
         """Loop thread, closing: refuse acks from now on (what is queued is sent next)."""
-        with self._lock:
-            self._sealed = True
+        self._sealed = True
 
     def take_all(self) -> List[Tuple[str, bytes]]:
         """Loop thread: everything queued, removed from the queue."""
@@ -69,11 +81,10 @@ class AckOutbox(Batcher):
     def put_many(self, items: List[Tuple[str, bytes]]) -> None:
         """Queue several publishes and send them now (used to NAK a buffer)."""
         if items:
-            with self._lock:
-                if self._sealed:
-                    self._lost(len(items), "the client is closed")
-                    return
-                self._queue.extend(items)
+            if self._sealed:
+                self._lost(len(items), "the client is closed")
+                return
+            self._queue.extend(items)  # a NAK left behind by a racing close only waits out AckWait
             try:
                 self.kick()
             except errors.JetStreamError:
@@ -94,10 +105,14 @@ class AckOutbox(Batcher):
 
     def drop_unsent(self) -> None:
         """After the loop stopped: count (and log) what could not be sent."""
-        with self._lock:
-            self._sealed = True
-            left = len(self._queue)
-            self._queue.clear()
+        self._sealed = True
+        left = 0
+        while self._queue:
+            try:
+                self._queue.popleft()
+            except IndexError:  # a racing put() took its item back
+                break
+            left += 1
         if left:
             self._lost(left, "the client closed before they could be sent")
 

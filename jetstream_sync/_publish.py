@@ -21,6 +21,7 @@ _log = logging.getLogger("jetstream_sync.publish")
 
 # The longest reply subject the publisher uses: its inbox prefix and a token.
 _REPLY_ROOM = len("_INBOX.") + 22 + 1 + 20
+_SHORT_SUBJECT = 900
 
 
 def publish_headers(
@@ -78,6 +79,9 @@ def check_publish(conn: "Connection", subject: str, payload: bytes, headers: Opt
     """
     options.subject(subject)
     hdr = options.header_block(headers) if headers else b""
-    options.control_line(subject, "x" * _REPLY_ROOM)
-    options.payload_size(len(hdr) + len(payload), conn.max_payload)
+    if len(subject) > _SHORT_SUBJECT:  # shorter ones fit the control line even in 4-byte UTF-8
+        options.control_line(subject, "x" * _REPLY_ROOM)
+    total = len(hdr) + len(payload)
+    if total > conn.max_payload:
+        options.payload_size(total, conn.max_payload)
     return hdr

@@ -388,10 +388,13 @@ class AsyncPublisher(Batcher):
                 future.set_result(ack)
         except concurrent.futures.InvalidStateError:  # cancelled by the user meanwhile
             pass
-        with self._cond:
-            self._completed += 1
-            # Wake blocked publishers once half the window is free, not per ack.
-            if self._waiters and self._submitted - self._completed <= self._max // 2:
+        # Only the loop thread (or fail_all once it stopped) counts completions,
+        # so no lock here; a waiter bumps _waiters before it checks _completed
+        # and this reads _waiters after the increment, so one of them sees the other.
+        self._completed += 1
+        # Wake blocked publishers once half the window is free, not per ack.
+        if self._waiters and self._submitted - self._completed <= self._max // 2:
+            with self._cond:
                 self._cond.notify_all()
 
 

@@ -52,6 +52,7 @@ _SHUTDOWN_FLUSH = 5.0
 # messages buffered longer than it alive with +WPI.
 _ACK_WAIT_SHARE = 0.5
 _PACE_WEIGHT = 0.2  # EWMA weight of a new pace sample
+_PACE_RUN = 8  # takes per pace sample
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,7 @@ class Receiver(Resource):
         # from a non-empty buffer (the engine caps its buffer by it).
         self.pace = 0.0
         self._last_pop = 0.0
+        self._run_waited = False
         self.popped = 0  # messages taken out of the buffer (handed out or being handled)
 
     # -- taking -------------------------------------------------------------
@@ -151,7 +153,8 @@ class Receiver(Resource):
         """The next message. Raises TimeoutError after ``timeout`` seconds,
         the terminal error (to every caller, every time), then
         :class:`Exhausted` when there is no more."""
-        self._conn.check_fork()
+        if self._conn.in_child:
+            self._conn.check_fork()
         deadline = None if timeout is None else monotonic() + timeout
         lock = self._lock
         lock.acquire()
@@ -168,8 +171,11 @@ class Receiver(Resource):
                 buf = self._buf
                 if buf:
                     msg = buf.popleft()
-                    self.popped += 1
-                    self._pace(waited)
+                    popped = self.popped = self.popped + 1
+                    if waited:
+                        self._run_waited = True
+                    if not popped % _PACE_RUN:
+                        self._pace()
                     if credit:
                         self._credit(msg)
                     if buf and self._followers:
@@ -219,16 +225,17 @@ class Receiver(Resource):
         finally:
             lock.release()
 
-    def _pace(self, waited: bool) -> None:
-        """Sample the callers' pace (lock held): only takes that found the
-        buffer non-empty say how fast messages are consumed."""
+    def _pace(self) -> None:
+        """Sample the callers' pace (lock held), over runs of _PACE_RUN takes
+        that all found the buffer non-empty (only they say how fast messages
+        are consumed); the engine re-caps its buffer from it."""
         now = monotonic()
-        if waited:
-            if self.engine is not None:
-                self.engine.caller_waited()
-        elif self._last_pop:
-            sample = now - self._last_pop
+        if not self._run_waited and self._last_pop:
+            sample = (now - self._last_pop) / _PACE_RUN
             self.pace = sample if not self.pace else self.pace + _PACE_WEIGHT * (sample - self.pace)
+            if self.engine is not None:
+                self.engine.paced(self.pace)
+        self._run_waited = False
         self._last_pop = now
 
     def _get(self, timeout: Optional[float]) -> Any:
@@ -383,6 +390,9 @@ class _Engine:
         self._recv_msgs = 0
         self._recv_bytes = 0
         self._count_bytes = False
+        # Set once earlier pulls may still be open on top of new ones (alarms,
+        # reconnects, leadership changes): arrivals beyond the bound are NAK'd.
+        self._guard = False
         receiver.engine = self
 
     async def _subscribe(self) -> None:
@@ -410,7 +420,7 @@ class _Engine:
         self._on_user(Msg(subject.decode(), reply.decode(), data, None, self._conn, hdrs))
 
     def _on_user(self, msg: Msg) -> None:
-        if self._nak_arrivals or self._done or self._overflows(msg):
+        if self._nak_arrivals or self._done or (self._guard and self._overflows(msg)):
             self._receiver.nak([msg])
             return
         self._recv_msgs += 1
@@ -571,7 +581,7 @@ class PullEngine(_Engine):
         self._shutdown_task: Optional["asyncio.Task[None]"] = None
         # The most messages held at once: what the callers take within a share
         # of AckWait (user side, under the receiver lock).
-        self._cap = opts.max_messages
+        self._set_cap(opts.max_messages)
         # Chunks handed to the user side and maybe not yet taken, oldest
         # first: [handed at, cumulative index of its first message, chunk].
         self._held: Deque[List[Any]] = collections.deque()
@@ -605,23 +615,18 @@ class PullEngine(_Engine):
             self._pending_bytes = max(self._pending_bytes - size, 0)
             self._receiver.taken_bytes += size
 
-    def caller_waited(self) -> None:
-        """A caller found the buffer empty."""
-
-    def _limit(self) -> int:
-        """Messages to hold at most now: max_messages, or fewer for callers
-        too slow to take them within a share of AckWait (no duplicates)."""
+    def paced(self, pace: float) -> None:
+        """New pace sample: hold no more than the callers take within a share
+        of AckWait (no duplicates for slow callers; fast ones are not capped)."""
         ack_wait = self._target.ack_wait
-        if not ack_wait or self.opts.bytes_mode:
-            return self.opts.max_messages
-        pace = self._receiver.pace
-        if pace > 0:
-            self._cap = max(1, min(self.opts.max_messages, int(ack_wait * _ACK_WAIT_SHARE / pace)))
-        return self._cap
+        if ack_wait and not self.opts.bytes_mode and pace > 0:
+            cap = max(1, min(self.opts.max_messages, int(ack_wait * _ACK_WAIT_SHARE / pace)))
+            if cap != self._cap:
+                self._set_cap(cap)
 
     def _due(self) -> Optional[Tuple[int, int]]:
         opts = self.opts
-        limit = self._limit()
+        limit = self._cap
         if limit >= opts.max_messages:
             return refill(opts, self._pending_msgs, self._pending_bytes)
         threshold = min(opts.threshold_messages, math.ceil(limit / 2))
@@ -630,10 +635,23 @@ class PullEngine(_Engine):
         return None
 
     def want_more(self) -> None:
-        """A caller wants a message; top up if due."""
-        if not self._pull_requested and self._due() is not None:
+        """A caller wants a message; top up if due. Called per take: the
+        usual answer ("enough pending") costs two comparisons."""
+        if self._pull_requested or self._pending_msgs >= self._refill_below:
+            return
+        if self._due() is not None:
             self._pull_requested = True
             self._conn.call_soon(self._maybe_pull)
+
+    def _set_cap(self, cap: int) -> None:
+        self._cap = cap
+        # Below this many pending messages a refill may be due (bytes mode: always look).
+        opts = self.opts
+        self._refill_below = (
+            opts.max_messages + 1
+            if opts.bytes_mode
+            else (opts.threshold_messages if cap >= opts.max_messages else min(opts.threshold_messages, math.ceil(cap / 2)))
+        )
 
     def _maybe_pull(self) -> None:
         with self._lock:
@@ -676,6 +694,7 @@ class PullEngine(_Engine):
         with self._lock:
             self._pending_msgs = 0
             self._pending_bytes = 0
+        self._guard = True
 
     def _on_user_msg(self, msg: Msg) -> None:
         self._backoff = 0.0
@@ -938,8 +957,8 @@ class FetchEngine(_Engine):
     def taken(self, msg: Msg) -> None:
         """User side: one pull keeps no credit."""
 
-    def caller_waited(self) -> None:
-        """User side: one pull never refills."""
+    def paced(self, pace: float) -> None:
+        """User side: one pull keeps no buffer cap."""
 
     def want_more(self) -> None:
         """User side: one pull never refills."""

@@ -196,7 +196,11 @@ class Msg:
         # The hot path of every ack: checks inline, one call into the outbox.
         if self._acked:
             raise errors.MsgAlreadyAckedError(f"message {self.reply} was already acknowledged")
-        self._outbox().put(self.reply, payload)
+        conn = self._conn
+        if conn is not None and self.reply.startswith("$JS.ACK."):
+            conn.outbox.put(self.reply, payload)
+        else:
+            self._outbox()  # raises the specific error
         self._acked = True
 
     def _outbox(self) -> "AckOutbox":
