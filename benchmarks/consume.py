@@ -76,12 +76,14 @@ def consume_loop(cons: jss.Consumer, n: int, ack: bool) -> None:
 def in_loop(nc: jss.Client, cons: jss.Consumer, n: int, ack: bool) -> None:
     """The same engine, consumed on the loop thread itself: no thread hand-off."""
 
+    conn = nc._conn  # the benchmark reaches into the engine on purpose
+
     async def run() -> None:
-        receiver = Receiver(cons)
-        engine = PullEngine(cons, receiver, consume_options())
+        receiver = Receiver(conn)
+        engine = PullEngine(conn, receiver, cons._target(), consume_options())
         await engine.start()
         queue = engine._q.async_q
-        outbox = nc._outbox
+        outbox = conn.outbox
         got = 0
         while got < n:
             with receiver._lock:
@@ -95,10 +97,10 @@ def in_loop(nc: jss.Client, cons: jss.Consumer, n: int, ack: bool) -> None:
                 got += 1
                 if got == n:
                     break
-        await outbox.drain()
+        await outbox.send_queued()
         await engine.shutdown("stop")
 
-    nc._lt.run(run())
+    conn.loop_thread.run(run())
 
 
 def natspy_fetch(url: str, durable: str, n: int, ack: bool) -> None:

@@ -413,13 +413,14 @@ class Connection:
 
     # -- calls from user threads ---------------------------------------------------
 
-    def run(self, coro: Coroutine[Any, Any, T], timeout: Optional[float], confirm_acks: bool = False) -> T:
+    def run(self, coro: Coroutine[Any, Any, T], timeout: Optional[float], confirm_acks: str = "") -> T:
         """Run ``coro`` on the loop and block for its result, translating errors.
 
         Acks and publishes this thread queued before the call go out first.
-        With ``confirm_acks`` (pulls, JetStream API requests: calls whose
-        answer depends on the consumers' state) the server has also processed
-        those acks before ``coro`` starts.
+        ``confirm_acks="all"`` (JetStream API requests, whose answers show the
+        consumers' state) makes the server process the acks queued or sent
+        just before, first; ``"naks"`` (pulls) does so only after a recent
+        ``nak()``, so that a fetch gets the NAK'd message back.
         """
         try:
             self.check()
@@ -427,8 +428,14 @@ class Connection:
             coro.close()
             raise
         inner = coro
-        if confirm_acks and time.monotonic() - self.outbox.sent_at < RECENT_ACKS or self.outbox.has_queued():
-            coro = self._after_acks(coro, timeout) if confirm_acks else self._after_queued(coro)
+        outbox = self.outbox
+        now = time.monotonic()
+        if confirm_acks == "all" and (outbox.has_queued() or now - outbox.sent_at < RECENT_ACKS):
+            coro = self._after_acks(coro, timeout)
+        elif confirm_acks == "naks" and now - outbox.last_nak < RECENT_ACKS:
+            coro = self._after_acks(coro, timeout)
+        elif outbox.has_queued():
+            coro = self._after_queued(coro)
         try:
             return self.loop_thread.run(coro, timeout)
         except errors.JetStreamError:
@@ -530,17 +537,22 @@ class Connection:
         block includes the ``NATS/1.0`` status line). Returns its sid."""
         nc = self._nats()
         lim = limits if limits is not None else {"pending_msgs_limit": 0, "pending_bytes_limit": 0}
+        msgs_limit, bytes_limit = lim["pending_msgs_limit"], lim["pending_bytes_limit"]
         if self.fast:
             assert self._dispatcher is not None
             # No callback: the dispatcher hands messages to handler as parsed.
-            sub = await nc.subscribe(subject, queue=queue, **lim)
+            sub = await nc.subscribe(
+                subject, queue=queue, pending_msgs_limit=msgs_limit, pending_bytes_limit=bytes_limit
+            )
             self._dispatcher.register(sid_of(sub), handler)
         else:
 
             async def cb(m: Any) -> None:
                 handler(m.subject.encode(), m.reply.encode(), m.data, header_block_of(m))
 
-            sub = await nc.subscribe(subject, queue=queue, cb=cb, **lim)
+            sub = await nc.subscribe(
+                subject, queue=queue, cb=cb, pending_msgs_limit=msgs_limit, pending_bytes_limit=bytes_limit
+            )
         sid = sid_of(sub)
         self._subs[sid] = sub
         return sid

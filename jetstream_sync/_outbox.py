@@ -36,6 +36,7 @@ class AckOutbox(Batcher):
         # Set by close() before its last send: later acks are refused. put()
         # looks again after its append (see there), so none is left behind.
         self._sealed = False
+        self.last_nak = 0.0  # monotonic time of the last nak() (any thread)
 
     def __len__(self) -> int:
         return len(self._queue)

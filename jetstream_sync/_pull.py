@@ -722,7 +722,7 @@ class PullEngine(_Engine):
         self._drop_taken(held)
         delivered = self._receiver.popped
         old = now - ack_wait * _ACK_WAIT_SHARE
-        wpi = []
+        wpi: List[Tuple[str, bytes]] = []
         for entry in held:
             if entry[0] > old:
                 break
@@ -811,7 +811,10 @@ class PullEngine(_Engine):
         # Earlier pulls may still be open on the server: move to a new inbox so
         # they cannot deliver on top of the new one, then pull afresh — unless
         # the consumer is gone.
-        self._check_consumer(then=lambda: self._loop.create_task(self._repull_on_new_inbox()))
+        self._check_consumer(then=self._start_repull)
+
+    def _start_repull(self) -> None:
+        self._loop.create_task(self._repull_on_new_inbox())
 
     async def _repull_on_new_inbox(self) -> None:
         if self._done or self._shutting_down or self._sid is None:

@@ -28,7 +28,7 @@ def _start(conn: "Connection", receiver: Receiver, engine: Union[PullEngine, Fet
     it were processed (a NAK'd message comes back to it)."""
     conn.register(receiver)
     try:
-        conn.run(engine.start(), timeout, confirm_acks=isinstance(engine, FetchEngine))
+        conn.run(engine.start(), timeout, confirm_acks="naks" if isinstance(engine, FetchEngine) else "")
     except BaseException:
         receiver.stop()
         conn.unregister(receiver)

@@ -164,7 +164,7 @@ class JetStream:
         options.control_line(subject, "_INBOX." + "x" * 44)
         body = b"" if payload is None else json.dumps(payload).encode()
         options.payload_size(len(body), conn.max_payload)
-        return conn.run(self._aapi(subject, body, t, about), t + 1.0, confirm_acks=True)
+        return conn.run(self._aapi(subject, body, t, about), t + 1.0, confirm_acks="all")
 
     async def _aapi(self, subject: str, body: bytes, timeout: float, about: str) -> Dict[str, Any]:
         try:

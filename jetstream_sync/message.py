@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import time
 from typing import TYPE_CHECKING, Dict, Optional
 
 from nats.aio.msg import Msg as _NatsMsg
@@ -162,9 +163,11 @@ class Msg:
         """Negative ack: redeliver now, or after ``delay`` seconds (``-NAK {"delay": ns}``)."""
         if delay is None:
             self._terminal(NAK)
-            return
-        d = options.duration("delay", delay, allow_zero=True)
-        self._terminal(NAK + b" " + json.dumps({"delay": int(d * 1e9)}).encode())
+        else:
+            d = options.duration("delay", delay, allow_zero=True)
+            self._terminal(NAK + b" " + json.dumps({"delay": int(d * 1e9)}).encode())
+        if self._conn is not None:  # a later fetch waits until the server took it in
+            self._conn.outbox.last_nak = time.monotonic()
 
     def in_progress(self) -> None:
         """Tell the server work is ongoing (``+WPI``), resetting AckWait. Repeatable."""
