@@ -670,14 +670,17 @@ class Connection:
         if self.forked:
             self.closing = self.closed = True  # the child never touches the parent's socket
             return
-        pub = self._publisher
-        if pub is not None and self.loop_thread.started and not self.loop_thread.in_loop_thread():
-            pub.wait_complete(timeout / 2)  # let outstanding PubAcks arrive
         resources = self._begin_close()
         if resources is None:  # another thread is closing: return when it is done
             if not self.loop_thread.in_loop_thread():
                 self._closed_event.wait(timeout)
             return
+        pub = self._publisher
+        if pub is not None and self.loop_thread.started and not self.loop_thread.in_loop_thread():
+            # No new publish_async from here on; those accepted get their
+            # PubAcks (bounded), so a stored message is never reported failed.
+            pub.refuse_new()
+            pub.wait_complete(timeout / 2)
         error = errors.ConnectionClosedError("the client was drained" if drain else "the client was closed")
         try:
             for res in resources:

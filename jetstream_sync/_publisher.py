@@ -360,6 +360,12 @@ class AsyncPublisher(Batcher):
     def _on_closed(self) -> None:
         self.fail_all(errors.ConnectionClosedError("connection closed before the publish was acknowledged"))
 
+    def refuse_new(self) -> None:
+        """Any thread: publish() raises ConnectionClosedError from now on."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
     def fail_all(self, exc: BaseException) -> None:
         """Resolve everything queued or in flight with ``exc`` and refuse new
         publishes (the connection is closed; the loop has stopped or is the caller)."""
