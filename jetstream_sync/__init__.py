@@ -3,22 +3,21 @@
 Importing the package starts no thread and imports no pyspark.
 """
 
+from ._signals import install_signal_handlers
 from .client import Client, Subscription, connect
 from .consumer import Consumer
 from .contexts import ConsumeContext, FetchResult, MessagesContext, PullStats
 from .errors import (
     APIError,
+    AuthorizationError,
     BadRequestError,
     ConnectionClosedError,
     ConsumerDeletedError,
     ConsumerNotFoundError,
     ConsumerPushBasedError,
     ConsumerStoppedError,
-    AuthorizationError,
     DeadlockError,
     ErrorCode,
-    PermissionDeniedError,
-    SlowConsumerError,
     ForkedProcessError,
     InvalidOptionError,
     JetStreamError,
@@ -30,11 +29,12 @@ from .errors import (
     NoServersError,
     NotFoundError,
     NotJSMessageError,
+    PermissionDeniedError,
     PullStatusError,
+    SlowConsumerError,
     StreamNotFoundError,
     TimeoutError,
 )
-from ._signals import install_signal_handlers
 from .jetstream import JetStream
 from .message import Metadata, Msg, SequencePair
 from .models import (

@@ -33,7 +33,19 @@ from . import errors
 from ._loop import LoopThread, gevent_patched, register_exit_hook
 from ._outbox import AckOutbox
 from ._publisher import AsyncPublisher
-from ._wire import Dispatcher, Handler, fix_late_pong, pub_command, send_raw, server_info, sid_of, subject_covers, supported, translate
+from ._wire import (
+    REPLY_INBOX,
+    Dispatcher,
+    Handler,
+    fix_late_pong,
+    pub_command,
+    send_raw,
+    server_info,
+    sid_of,
+    subject_covers,
+    supported,
+    translate,
+)
 
 __all__ = ["Connection", "translate", "redact_url", "Resource"]
 
@@ -670,6 +682,7 @@ class Connection:
         if self.forked:
             self.closing = self.closed = True  # the child never touches the parent's socket
             return
+        deadline = time.monotonic() + timeout
         resources = self._begin_close()
         if resources is None:  # another thread is closing: return when it is done
             if not self.loop_thread.in_loop_thread():
@@ -686,13 +699,14 @@ class Connection:
             for res in resources:
                 res.connection_closing(error)
             if self.nc is not None and self.loop_thread.started and not self.loop_thread.in_loop_thread():
+                left = max(deadline - time.monotonic(), 0.5)
                 try:
-                    self.loop_thread.run(self._aclose(resources, timeout, drain), timeout)
+                    self.loop_thread.run(self._aclose(resources, left, drain), left)
                 except BaseException as exc:
                     _log.debug("error while closing: %r", exc)
         finally:
             self.closed = True
-            self.loop_thread.stop(timeout=timeout)
+            self.loop_thread.stop(timeout=max(deadline - time.monotonic(), 0.5))
             self.outbox.drop_unsent()
             if pub is not None:
                 pub.fail_all(errors.ConnectionClosedError("connection closed before the publish was acknowledged"))
@@ -730,11 +744,8 @@ RECENT_ACKS = 0.5  # acks sent this recently are settled by a round trip before 
 
 def _consumer_of(ack_subject: str) -> str:
     """The stream.consumer part of a ``$JS.ACK`` subject (v1 or v2)."""
-    tokens = ack_subject.split(".", 6)
-    return ".".join(tokens[2:4] if len(ack_subject.split(".")) == 9 else tokens[4:6])
-
-
-REPLY_INBOX = "\0reply-inbox"  # (already lower case)  # watch key: a denied subscription on the request inbox
+    tokens = ack_subject.split(".")
+    return ".".join(tokens[2:4] if len(tokens) == 9 else tokens[4:6])
 
 
 def header_block_of(m: Any) -> Optional[bytes]:

@@ -33,20 +33,24 @@ def publish_headers(
     expected_last_msg_id: Optional[str],
 ) -> Optional[Dict[str, str]]:
     """User headers plus the ``Nats-Msg-Id`` / ``Nats-Expected-*`` ones."""
-    extra = {
-        "Nats-Msg-Id": msg_id,
-        "Nats-Expected-Stream": expected_stream,
-        "Nats-Expected-Last-Sequence": expected_last_seq,
-        "Nats-Expected-Last-Subject-Sequence": expected_last_subject_seq,
-        "Nats-Expected-Last-Msg-Id": expected_last_msg_id,
-    }
     out = dict(headers) if headers else {}
-    for key, value in extra.items():
-        if value is None:
-            continue
-        if isinstance(value, int) and (isinstance(value, bool) or value < 0):
-            raise errors.InvalidOptionError(f"{key} must be a sequence number >= 0, got {value!r}")
-        out[key] = str(value)
+    for key, arg, value in (
+        ("Nats-Msg-Id", "msg_id", msg_id),
+        ("Nats-Expected-Stream", "expected_stream", expected_stream),
+        ("Nats-Expected-Last-Msg-Id", "expected_last_msg_id", expected_last_msg_id),
+    ):
+        if value is not None:
+            if not isinstance(value, str) or not value:
+                raise errors.InvalidOptionError(f"{arg} must be a non-empty string, got {value!r}")
+            out[key] = value
+    for key, arg, seq in (
+        ("Nats-Expected-Last-Sequence", "expected_last_seq", expected_last_seq),
+        ("Nats-Expected-Last-Subject-Sequence", "expected_last_subject_seq", expected_last_subject_seq),
+    ):
+        if seq is not None:
+            if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+                raise errors.InvalidOptionError(f"{arg} must be a sequence number (int >= 0), got {seq!r}")
+            out[key] = str(seq)
     return out or None
 
 

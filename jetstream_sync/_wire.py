@@ -32,9 +32,9 @@ from typing import Any, Callable, Deque, Dict, Optional
 import nats.errors as _nerr
 from nats.aio.client import Client as _NatsClient
 from nats.errors import ProtocolError
+from nats.protocol.parser import AWAITING_CONTROL_LINE, Parser
 
 from . import errors
-from nats.protocol.parser import AWAITING_CONTROL_LINE, Parser
 
 __all__ = [
     "supported",

@@ -6,10 +6,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Union
 
 from . import errors, options
-from ._pull import FetchEngine, PullEngine, PullStats, PullTarget, Receiver, Exhausted
+from ._pull import Exhausted, FetchEngine, PullEngine, PullStats, PullTarget, Receiver
 from .message import Msg
 from .options import ConsumeOptions, FetchOptions
 
@@ -219,7 +220,12 @@ class ConsumeContext(_Context):
         t = options.optional_timeout("timeout", timeout)
         if threading.current_thread() is self._thread:
             return self._done.is_set()
-        return self._done.wait(t)
+        deadline = None if t is None else time.monotonic() + t
+        if not self._done.wait(t):
+            return False
+        # The engine's end too, so that stats (the NAKs of stop) are final.
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        return self._receiver.wait_closed(left)
 
 
 class FetchResult:

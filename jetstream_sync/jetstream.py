@@ -16,7 +16,6 @@ from ._publish import check_publish, publish_headers, publish_with_retry
 from .client import as_bytes
 from .message import parse_header_block
 from .models import (
-    parse_utc_iso,
     AccountInfo,
     AckPolicy,
     ConsumerConfig,
@@ -27,10 +26,11 @@ from .models import (
     ReplayPolicy,
     RetentionPolicy,
     StorageType,
-    StoredMsg,
     StoreCompression,
+    StoredMsg,
     StreamConfig,
     StreamInfo,
+    parse_utc_iso,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -83,10 +83,14 @@ def build_config(cls: Type[_C], config: Optional[_C], overrides: Dict[str, Any])
         value = getattr(cfg, name, None)
         if value:
             options.subject(value, what=name, wildcards=(name == "filter_subject"))
-    for value in getattr(cfg, "filter_subjects", None) or ():
-        options.subject(value, what="filter_subjects entry", wildcards=True)
-    for value in getattr(cfg, "subjects", None) or ():
-        options.subject(value, what="stream subject", wildcards=True)
+    for name, what in (("filter_subjects", "filter_subjects entry"), ("subjects", "stream subject")):
+        values = getattr(cfg, name, None)
+        if values is None:
+            continue
+        if not isinstance(values, (list, tuple)):
+            raise errors.InvalidOptionError(f"{name} must be a list of subjects, got {values!r}")
+        for value in values:
+            options.subject(value, what=what, wildcards=True)
     return cfg
 
 
@@ -444,10 +448,11 @@ class JetStream:
 
     def publish_async_complete(self, timeout: Optional[float] = None) -> bool:
         """Block until every publish_async of this Client is resolved; False on timeout."""
+        t = options.optional_timeout("timeout", timeout)
         conn = self._conn
         if not conn.has_publisher:
             return True
-        return conn.publisher().wait_complete(options.optional_timeout("timeout", timeout))
+        return conn.publisher().wait_complete(t)
 
 
 def _positive(name: str, value: Any, allow_zero: bool = False) -> int:

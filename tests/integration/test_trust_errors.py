@@ -524,3 +524,54 @@ def settled_info(cons):
 
     wait_until(stable, timeout=5, interval=0.1)
     return last[1]
+
+
+# -- found by review after the fixes ---------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_expected_headers_need_the_right_types(js, stream, subj):
+    """A sequence given as a string or float used to be sent as a header and
+    answered "wrong last sequence" by the server."""
+    js.publish(subj, b"1")
+    for bad in ("1", 1.5, -1, True):
+        with pytest.raises(jss.InvalidOptionError):
+            js.publish(subj, b"x", expected_last_seq=bad)
+        with pytest.raises(jss.InvalidOptionError):
+            js.publish_async(subj, b"x", expected_last_subject_seq=bad)
+    for bad in ("", 5):
+        with pytest.raises(jss.InvalidOptionError):
+            js.publish(subj, b"x", msg_id=bad)
+    assert js.publish(subj, b"x", expected_last_seq=1).seq == 2
+
+
+@pytest.mark.timeout(30)
+def test_stream_subjects_must_be_a_list(js):
+    for bad in ("t.>", "tt"):
+        with pytest.raises(jss.InvalidOptionError, match="list"):
+            js.create_stream(name="T", subjects=bad)
+
+
+@pytest.mark.timeout(30)
+def test_publish_async_complete_validates_its_timeout_first(nc):
+    js = nc.jetstream()
+    for bad in (float("nan"), -1, "1"):
+        with pytest.raises(jss.InvalidOptionError):
+            js.publish_async_complete(timeout=bad)
+
+
+@pytest.mark.timeout(30)
+def test_consume_wait_returns_with_final_stats(js, stream, subj):
+    """stop() from a handler: once wait() returns, the NAKs of the buffer are counted."""
+    cons = stream.create_consumer(durable_name="c2", ack_policy="explicit", ack_wait=30)
+    publish(js, subj, 20)
+    box = {}
+
+    def handler(msg):
+        msg.ack()
+        box["cc"].stop()
+
+    box["cc"] = cons.consume(handler, max_messages=10)
+    assert box["cc"].wait(10)
+    stats = box["cc"].stats
+    assert stats.delivered == 1 and stats.nakd_on_stop == 9
