@@ -117,12 +117,23 @@ class FastParser(Parser):
     def __init__(self, nc: _NatsClient, handlers: Dict[int, Handler]) -> None:
         super().__init__(nc)
         self._handlers = handlers
+        # Bytes the buffer must hold before a message split over reads is
+        # complete: until then a read is only appended, so a large message
+        # costs one copy, not one copy of the whole buffer per read.
+        self._need = 0
+
+    def reset(self) -> None:
+        super().reset()
+        self._need = 0
 
     async def parse(self, data: bytes = b"") -> None:
         if self.state != AWAITING_CONTROL_LINE:
             return await super().parse(data)
         buf = self.buf
         buf.extend(data)
+        if len(buf) < self._need:
+            return
+        self._need = 0
         b = bytes(buf)
         n = len(b)
         pos = 0
@@ -169,6 +180,7 @@ class FastParser(Parser):
             start = eol + 2
             end = start + int(size)
             if end + 2 > n:
+                self._need = end + 2 - pos  # after the consumed prefix is dropped below
                 break  # incomplete: the control line is parsed again with more bytes
             if hsize:
                 headers: Optional[bytes] = b[start : start + hsize]

@@ -89,3 +89,34 @@ def test_byte_by_byte():
 def test_pub_command():
     assert pub_command("a.b", "", b"xy") == b"PUB a.b 2\r\nxy\r\n"
     assert pub_command("a.b", "_INBOX.1", b"") == b"PUB a.b _INBOX.1 0\r\n\r\n"
+
+
+class CountingBuffer(bytearray):
+    """A read buffer that counts how often the parser copies it whole."""
+
+    copies = 0
+
+    def __bytes__(self):
+        CountingBuffer.copies += 1
+        return bytes(memoryview(self))
+
+
+def test_large_message_split_over_many_reads_is_copied_once():
+    """A 16 MiB message in 32 KiB reads: the buffer is not copied per read
+    (that made a large message cost the square of its size)."""
+    payload = bytes(range(256)) * (16 * 4096)
+    data = b"MSG big 1 %d\r\n%s\r\nMSG s.1 1 2\r\nok\r\n" % (len(payload), payload)
+    nc = FakeClient()
+    got = []
+    parser = FastParser(nc, {1: lambda *a: got.append(a)})
+    parser.buf = CountingBuffer()
+    CountingBuffer.copies = 0
+
+    async def run():
+        for i in range(0, len(data), 32 * 1024):
+            await parser.parse(data[i : i + 32 * 1024])
+
+    asyncio.run(run())
+    assert [g[0] for g in got] == [b"big", b"s.1"]
+    assert got[0][2] == payload and got[1][2] == b"ok"
+    assert CountingBuffer.copies <= 3, CountingBuffer.copies
