@@ -21,8 +21,15 @@ def cnc(cluster):
 def replicated(cnc):
     js = cnc.jetstream(timeout=10)
     wait_until(lambda: _ready(js), timeout=30, interval=0.2)
-    stream = js.create_stream(name="C", subjects=["c.>"], num_replicas=3)
-    return js, stream
+    # A fresh cluster may answer INFO before its meta leader can place a
+    # stream: creating the same stream again is idempotent, so retry.
+    deadline = time.monotonic() + 45
+    while True:
+        try:
+            return js, js.create_stream(name="C", subjects=["c.>"], num_replicas=3)
+        except jss.TimeoutError:
+            if time.monotonic() > deadline:
+                raise
 
 
 def _ready(js):
