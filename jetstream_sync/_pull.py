@@ -555,7 +555,9 @@ class _Engine:
         """After a missed-heartbeat alarm: a PING round trip (bounded by
         ``wait``) lets data already sent by the server be read first; True if
         anything arrived for this pull meanwhile (a false alarm)."""
-        await self._conn.round_trip(min(max(wait / 4, 0.1), 1.0))
+        # Long enough for a busy process to read the PONG, short enough that a
+        # stalled server is reported soon after the alarm.
+        await self._conn.round_trip(min(max(wait / 2, 0.25), 1.0))
         return self._watch.last > since
 
 

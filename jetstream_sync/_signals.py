@@ -13,7 +13,7 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, List, Optional
 
 from . import options
 from ._connection import live_connections
@@ -37,25 +37,45 @@ def install_signal_handlers(
     what was received is still handed out, so a loop over it ends by itself
     and a ``consume()`` handler finishes its message), queued acks are sent,
     and every Client is closed — all within ``timeout`` seconds; whatever is
-    left then is NAK'd by the close. With ``exit=True`` the process then ends
-    the way the signal would have ended it (exit status 128 + signal number).
-    A second signal during the shutdown ends the process at once.
-    ``on_shutdown(signum)`` runs first, on the shutdown thread. Call it from
-    the main thread, after forking workers (it applies to this process).
+    left then is NAK'd by the close. ``on_shutdown(signum)`` runs first, on
+    the shutdown thread. Call it once, from the main thread, in the process
+    that consumes (after forking workers).
+
+    A handler that was installed before (a framework's own graceful stop,
+    such as gunicorn's worker) is chained: it runs too, and ends the process
+    its own way. Otherwise, with ``exit=True``, the process ends as the
+    signal would have ended it (exit status 128 + signal number), and a
+    second signal during the shutdown ends it at once. Under gunicorn prefer
+    ``client.drain()`` in its ``worker_exit`` hook: gunicorn finishes the
+    requests in flight first.
     """
     limit = options.duration("timeout", timeout)
     sigs = list(signals)
+    previous = {sig: signal.getsignal(sig) for sig in sigs}
+    trigger = threading.Event()
+    received: List[int] = []
+
+    def wait_for_signal() -> None:
+        trigger.wait()
+        signum = received[0]
+        chained = callable(previous.get(signum))
+        _shutdown(signum, limit, exit and not chained, on_shutdown)
+
+    # Started now, not in the handler: a signal handler must not block, and
+    # under gevent starting a thread does (its hub runs the handler).
+    threading.Thread(target=wait_for_signal, name="jetstream-sync-shutdown", daemon=True).start()
 
     def handler(signum: int, frame: Any) -> None:
-        if _shutting_down.is_set():
-            return
-        _shutting_down.set()
-        if exit:
+        first = not _shutting_down.is_set()
+        if first:
+            _shutting_down.set()
+            received.append(signum)
+            trigger.set()
+        before = previous.get(signum)
+        if callable(before):
+            before(signum, frame)  # the framework's own graceful stop
+        elif first and exit:
             signal.signal(signum, signal.SIG_DFL)  # a second signal ends the process at once
-        thread = threading.Thread(
-            target=_shutdown, args=(signum, limit, exit, on_shutdown), name="jetstream-sync-shutdown", daemon=True
-        )
-        thread.start()
 
     for sig in sigs:
         signal.signal(sig, handler)

@@ -113,3 +113,62 @@ def test_gevent_monkey_patched_connect_twice_and_consume(server):
         pytest.fail(f"the gevent script hung (killed after 60 s)\nstdout:\n{out}\nstderr:\n{err}")
     assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{out}\nstderr:\n{err}"
     assert out.startswith("OK"), out
+
+
+SIGTERM_WORKER = textwrap.dedent(
+    """
+    from gevent import monkey
+
+    monkey.patch_all()
+
+    import sys
+    import time
+
+    import jetstream_sync as jss
+
+    nc = jss.connect(sys.argv[1])
+    jss.install_signal_handlers(timeout=5)
+    cons = nc.jetstream().stream(sys.argv[2]).consumer("c")
+    acked = 0
+
+    def handler(msg):
+        global acked
+        time.sleep(0.02)
+        msg.ack()
+        acked += 1
+        print("ACKED", acked, flush=True)
+
+    cc = cons.consume(handler, max_messages=20)
+    cc.wait(60)
+    time.sleep(60)  # the signal ends the process before this does
+    """
+)
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_under_gevent_drains_acks_and_exits_by_the_signal(server, js, stream, subj, cons, tmp_path):
+    """The signal handler runs in gevent's hub, where nothing may block: it
+    used to start a thread there and crash with BlockingSwitchOutError."""
+    from ..helpers import publish
+
+    publish(js, subj, 200)
+    script = tmp_path / "worker.py"
+    script.write_text(SIGTERM_WORKER)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), server.url, stream.name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        line = proc.stdout.readline()  # the first ACKED: consuming
+        assert line.startswith("ACKED"), (line, proc.stderr.read() if proc.poll() is not None else "")
+        proc.send_signal(15)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode in (-15, 143), (proc.returncode, err[-2000:])
+    assert "BlockingSwitchOutError" not in err, err[-2000:]
+    acked = 1 + sum(1 for l in out.splitlines() if l.startswith("ACKED"))
+    info = cons.info()
+    assert info.num_ack_pending == 0, (info.num_ack_pending, acked, err[-1000:])
+    assert info.ack_floor.stream_seq == acked

@@ -575,3 +575,42 @@ def test_consume_wait_returns_with_final_stats(js, stream, subj):
     assert box["cc"].wait(10)
     stats = box["cc"].stats
     assert stats.delivered == 1 and stats.nakd_on_stop == 9
+
+
+_FRAMEWORK_WORKER = """
+import signal, sys, threading, time
+import jetstream_sync as jss
+
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda s, f: (print("FRAMEWORK", flush=True), stop.set()))
+nc = jss.connect(sys.argv[1])
+jss.install_signal_handlers(timeout=5)
+print("READY", flush=True)
+stop.wait(30)
+deadline = time.monotonic() + 10
+while not nc.is_closed and time.monotonic() < deadline:  # the helper closes it
+    time.sleep(0.01)
+print("CLOSED" if nc.is_closed else "OPEN", flush=True)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_signal_helper_chains_a_framework_handler(server, tmp_path):
+    """gunicorn-style: a SIGTERM handler installed before is still called, and
+    the process ends the framework's way (not re-killed by the helper)."""
+    script = tmp_path / "framework.py"
+    script.write_text(_FRAMEWORK_WORKER)
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen(
+        [sys.executable, str(script), server.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert proc.stdout.readline().strip() == "READY"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 0, (proc.returncode, err[-2000:])
+    assert out.split() == ["FRAMEWORK", "CLOSED"], (out, err[-2000:])
