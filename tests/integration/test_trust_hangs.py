@@ -10,7 +10,6 @@ from __future__ import annotations
 import concurrent.futures
 import ctypes
 import logging
-import sys
 import threading
 import time
 
@@ -18,66 +17,13 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import publish, wait_until
+from ..helpers import Bounded, publish, wait_blocked, wait_until
 
 NAN = float("nan")
 INF = float("inf")
 
 
 # -- helpers ------------------------------------------------------------------
-
-
-class Bounded:
-    """Run ``fn()`` on a daemon thread; ``join()`` reports how it ended.
-
-    ``finished`` is False when it was still running at the deadline (a hang),
-    otherwise ``result`` or ``error`` holds the outcome and ``elapsed`` the time.
-    """
-
-    def __init__(self, fn, name="bounded"):
-        self.result = None
-        self.error = None
-        self.elapsed = None
-        self._fn = fn
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._started = time.monotonic()
-        self._thread.start()
-
-    def _run(self):
-        try:
-            self.result = self._fn()
-        except BaseException as exc:  # KeyboardInterrupt included: report, never kill the runner
-            self.error = exc
-        self.elapsed = time.monotonic() - self._started
-
-    def join(self, timeout):
-        self._thread.join(timeout)
-        return self
-
-    @property
-    def finished(self):
-        return not self._thread.is_alive()
-
-    @property
-    def thread(self):
-        return self._thread
-
-
-def wait_blocked(thread, timeout=5.0):
-    """Wait until ``thread`` sits still in a blocking call: its innermost Python
-    frame stays the same, at the same instruction, over a few samples."""
-
-    def still():
-        seen = set()
-        for _ in range(3):
-            frame = sys._current_frames().get(thread.ident)
-            if frame is None:
-                return False
-            seen.add((id(frame), frame.f_lasti))
-            time.sleep(0.02)
-        return len(seen) == 1
-
-    wait_until(still, timeout=timeout)
 
 
 def stream_messages(stream):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import threading
 import time
 import urllib.request
@@ -20,59 +19,9 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import publish, wait_until
+from ..helpers import Bounded, publish, wait_blocked, wait_until
 
 # -- helpers ------------------------------------------------------------------
-
-
-class Bounded:
-    """Run ``fn()`` on a daemon thread; ``join()`` reports how it ended
-    (``finished`` False means it was still running: a hang)."""
-
-    def __init__(self, fn, name="bounded"):
-        self.result = None
-        self.error = None
-        self.elapsed = None
-        self._fn = fn
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._started = time.monotonic()
-        self._thread.start()
-
-    def _run(self):
-        try:
-            self.result = self._fn()
-        except BaseException as exc:
-            self.error = exc
-        self.elapsed = time.monotonic() - self._started
-
-    def join(self, timeout):
-        self._thread.join(timeout)
-        return self
-
-    @property
-    def finished(self):
-        return not self._thread.is_alive()
-
-    @property
-    def thread(self):
-        return self._thread
-
-
-def wait_blocked(thread, timeout=5.0):
-    """Wait until ``thread`` sits still in a blocking call: its innermost Python
-    frame stays the same, at the same instruction, over a few samples."""
-
-    def still():
-        seen = set()
-        for _ in range(3):
-            frame = sys._current_frames().get(thread.ident)
-            if frame is None:
-                return False
-            seen.add((id(frame), frame.f_lasti))
-            time.sleep(0.02)
-        return len(seen) == 1
-
-    wait_until(still, timeout=timeout)
 
 
 def first(fetch_result):
