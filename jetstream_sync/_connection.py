@@ -569,6 +569,12 @@ class Connection:
         self._subs[sid] = sub
         return sid
 
+    def backlog(self, sid: int) -> int:
+        """Loop thread: messages received for ``sid`` and not yet given to its
+        handler (only without the fast paths, where nats-py queues them)."""
+        sub = self._subs.get(sid)
+        return sub.pending_msgs if sub is not None and not self.fast else 0
+
     async def unsubscribe(self, sid: int, drain: bool = False, timeout: float = 5.0) -> None:
         """Loop thread: remove interest. With ``drain``, what the server sent
         before the UNSUB still reaches the handler."""
@@ -636,20 +642,23 @@ class Connection:
         if pub is not None:
             await pub.send_queued()
 
-    async def round_trip(self, timeout: float) -> None:
+    async def round_trip(self, timeout: float) -> bool:
         """Loop thread: a PING/PONG round trip, so that whatever the server
-        sent before it has been read. Where nats-py's late-PONG bug could not
-        be worked around (fix_late_pong) a short pause stands in."""
+        sent before it has been read; False if no PONG came within
+        ``timeout``. Where nats-py's late-PONG bug could not be worked around
+        (fix_late_pong) a short pause stands in."""
         nc = self.nc
         if nc is None or not nc.is_connected:
-            return
+            return False
         if not self.pong_fixed:
             await asyncio.sleep(min(timeout, 0.05))
-            return
+            return True
         try:
             await nc.flush(timeout=timeout)  # type: ignore[arg-type]
         except Exception as exc:
             _log.debug("round trip: %r", exc)
+            return False
+        return True
 
     async def flush_quietly(self, timeout: float) -> None:
         """Loop thread: send what is queued and wait (bounded) until the server

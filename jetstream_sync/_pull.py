@@ -552,13 +552,23 @@ class _Engine:
             then()
 
     async def _traffic_since(self, since: float, wait: float) -> bool:
-        """After a missed-heartbeat alarm: a PING round trip (bounded by
-        ``wait``) lets data already sent by the server be read first; True if
-        anything arrived for this pull meanwhile (a false alarm)."""
-        # Long enough for a busy process to read the PONG, short enough that a
-        # stalled server is reported soon after the alarm.
-        await self._conn.round_trip(min(max(wait / 2, 0.25), 1.0))
-        return self._watch.last > since
+        """After a missed-heartbeat alarm, is this pull alive after all? A PING
+        round trip (bounded) lets data the server sent before it be read; once
+        the PONG is back the server holds the pull request, so a heartbeat is
+        due within one more interval. True if anything arrived for this pull
+        (a false alarm: a busy process, or a pull that reached the server late)."""
+        answered = await self._conn.round_trip(min(max(wait / 2, 0.25), 1.0))
+        deadline = monotonic() + (wait if answered else 0.0)
+        while True:
+            # Without the fast paths nats-py hands messages to a subscription
+            # task, which may run after the PONG: yield, and look at its queue.
+            await asyncio.sleep(0)
+            sid = self._sid
+            if self._watch.last > since or (sid is not None and self._conn.backlog(sid) > 0):
+                return True
+            if monotonic() >= deadline or self._done:
+                return False
+            await asyncio.sleep(min(0.01, wait / 4))
 
 
 class PullEngine(_Engine):
