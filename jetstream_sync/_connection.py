@@ -467,9 +467,18 @@ class Connection:
         if self.outbox.has_queued():
             await self.send_acks_confirmed(bound)
         elif time.monotonic() - self.outbox.sent_at < RECENT_ACKS:
-            # Sent moments ago without confirmation: a round trip lets the
-            # server take them in before this call.
-            await self.round_trip(bound)
+            # Sent moments ago without confirmation. A settled ack sent again
+            # as a request is a no-op whose reply comes once the server has
+            # processed it (and its consumer's earlier acks); otherwise a round
+            # trip lets the server take them in before this call.
+            last = self.outbox.last_sent
+            if last is not None and (last[1] == b"+ACK" or last[1].startswith(b"+TERM")):
+                try:
+                    await self._nats().request(last[0], last[1], timeout=bound)
+                except Exception as exc:
+                    _log.debug("ack confirmation: %r", exc)
+            else:
+                await self.round_trip(bound)
         await self.send_batched()
         return await coro
 

@@ -4,7 +4,7 @@ published by the loop thread in bursts. One per connection."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Deque, List, Tuple
+from typing import TYPE_CHECKING, Deque, List, Optional, Tuple
 
 from . import errors
 from ._wire import Batcher
@@ -37,6 +37,9 @@ class AckOutbox(Batcher):
         # looks again after its append (see there), so none is left behind.
         self._sealed = False
         self.last_nak = 0.0  # monotonic time of the last nak() (any thread)
+        # The last ack sent (loop thread): a settled ack (+ACK, +TERM) can be
+        # sent again as a request, a no-op whose reply proves it was processed.
+        self.last_sent: Optional[Tuple[str, bytes]] = None
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -101,6 +104,7 @@ class AckOutbox(Batcher):
         while queue:
             subject, payload = queue.popleft()
             parts.append(b"PUB %s %d\r\n%s\r\n" % (subject.encode(), len(payload), payload))
+        self.last_sent = (subject, payload)
         if not conn.send_commands(b"".join(parts)):
             self._lost(len(parts), "the connection is closed or its reconnect buffer is full")
 
@@ -136,6 +140,7 @@ class AckOutbox(Batcher):
         queue = self._queue
         while queue:
             subject, payload = queue.popleft()
+            self.last_sent = (subject, payload)
             try:
                 if nc is None:
                     raise errors.ConnectionClosedError("not connected")
