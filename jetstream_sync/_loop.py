@@ -152,7 +152,7 @@ class LoopThread:
             raise errors.ConnectionClosedError("the client is closed") from None
         self._waiting.add(fut)
         try:
-            return fut.result(timeout)
+            return self._result(fut, timeout)
         except concurrent.futures.TimeoutError:
             if fut.done():
                 raise  # the coroutine itself raised a TimeoutError
@@ -165,6 +165,10 @@ class LoopThread:
             raise
         finally:
             self._waiting.discard(fut)
+
+    def _result(self, fut: "concurrent.futures.Future[T]", timeout: Optional[float]) -> T:
+        """Block for ``fut``; raises concurrent.futures.TimeoutError after ``timeout``."""
+        return fut.result(timeout)
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Schedule ``fn(*args)`` on the loop without waiting (never blocks)."""
@@ -413,36 +417,12 @@ class _GreenLoopThread(LoopThread):
                 pass
             self._alive.release()
 
-    def run(self, coro: Coroutine[Any, Any, T], timeout: Optional[float] = None) -> T:
-        try:
-            self.check_usable()
-            loop = self.loop
-        except BaseException:
-            coro.close()
-            raise
+    def _result(self, fut: "concurrent.futures.Future[T]", timeout: Optional[float]) -> T:
+        # Never block on a lock the loop thread shares: wait on a flag it sets.
         done = _GreenFlag()
-        try:
-            fut = asyncio.run_coroutine_threadsafe(coro, loop)
-        except RuntimeError:
-            coro.close()
-            raise errors.ConnectionClosedError("the client is closed") from None
-        self._waiting.add(fut)
-        try:
-            fut.add_done_callback(done.set)  # runs on the loop thread
-            done.wait(timeout, self._thread_alive)
-            return fut.result(0)  # raises TimeoutError if not done
-        except concurrent.futures.TimeoutError:
-            if fut.done():
-                raise  # the coroutine itself raised a TimeoutError
-            fut.cancel()
-            raise errors.TimeoutError("operation timed out after %.3fs" % timeout) from None
-        except concurrent.futures.CancelledError:
-            raise errors.ConnectionClosedError("operation cancelled: the client is closing") from None
-        except BaseException:
-            fut.cancel()
-            raise
-        finally:
-            self._waiting.discard(fut)
+        fut.add_done_callback(done.set)  # runs on the loop thread
+        done.wait(timeout, self._thread_alive)
+        return fut.result(0)  # raises TimeoutError if not done
 
     def stop(self, timeout: float = 5.0) -> None:
         if self._stopped:
