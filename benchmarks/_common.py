@@ -120,38 +120,77 @@ def fill_stream(url: str, stream: str, subject: str, count: int, size: int, stor
 # -- the Go anchors ---------------------------------------------------------------
 
 
-def go_gopath() -> Optional[str]:
-    """Where Debian installed nats.go's sources (GOPATH mode), or None."""
+GO_SRC_ENV = "NATS_GO_SRC"
+GO_DEBIAN_DEPS = "golang-go golang-github-nats-io-nkeys-dev golang-github-nats-io-nuid-dev " \
+    "golang-github-klauspost-compress-dev golang-golang-x-crypto-dev"
+
+
+def _debian_gopath(package: str, marker: str) -> Optional[str]:
+    """The GOPATH root under which a Debian Go package put ``marker``, or None."""
     try:
-        files = subprocess.run(
-            ["dpkg", "-L", "golang-github-nats-io-go-nats-dev"], capture_output=True, text=True, check=True
-        ).stdout.split()
+        files = subprocess.run(["dpkg", "-L", package], capture_output=True, text=True, check=True).stdout.split()
     except (OSError, subprocess.CalledProcessError):
         return None
     for path in files:
-        marker = "/src/github.com/nats-io/nats.go"
         if path.endswith(marker):
             return path[: -len(marker)]
     return None
 
 
+def _go_env(workdir: Path) -> "tuple[Optional[Dict[str, str]], str]":
+    """A GOPATH-mode environment: nats.go from $NATS_GO_SRC (the like-for-like
+    anchor, v1.30.2), its dependencies from Debian's packages."""
+    deps = _debian_gopath("golang-github-nats-io-nkeys-dev", "/src/github.com/nats-io/nkeys")
+    if deps is None:
+        return None, f"skipped: Debian's Go packages are missing (apt-get install {GO_DEBIAN_DEPS})"
+    src = os.environ.get(GO_SRC_ENV)
+    if not src:
+        return None, f"skipped: set {GO_SRC_ENV} to a nats.go v1.30.2 source tree (see docs/performance.md)"
+    if not (Path(src) / "jetstream" / "jetstream.go").is_file():
+        return None, f"skipped: {GO_SRC_ENV}={src} has no jetstream/ package"
+    own = workdir / "gopath"
+    link = own / "src" / "github.com" / "nats-io" / "nats.go"
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if not link.exists():
+        link.symlink_to(Path(src).resolve())
+    gopath = f"{own}{os.pathsep}{deps}"
+    return dict(os.environ, GO111MODULE="off", GOPATH=gopath, GOFLAGS="", GOCACHE=str(workdir / "cache")), "ok"
+
+
+def _nats_go_version() -> str:
+    import re
+
+    text = (Path(os.environ[GO_SRC_ENV]) / "nats.go").read_text(errors="replace")
+    m = re.search(r'Version\s*=\s*"([^"]+)"', text)
+    return m.group(1) if m else "?"
+
+
+_GO_WORK = Path(tempfile.mkdtemp(prefix="jss-go-"))
+_GO_BUILT: Dict[str, "tuple[Optional[str], str]"] = {}
+
+
 def build_go(name: str) -> "tuple[Optional[str], str]":
-    """Build ``anchors/go/<name>`` (GOPATH mode); returns (binary, note)."""
+    """Build ``anchors/go/<name>`` once per run (GOPATH mode); returns (binary, note)."""
+    if name in _GO_BUILT:
+        return _GO_BUILT[name]
     go = shutil.which("go")
     if go is None:
-        return None, "skipped: `go` not installed (apt-get install golang-go golang-github-nats-io-go-nats-dev)"
-    gopath = go_gopath()
-    if gopath is None:
-        return None, "skipped: Debian package golang-github-nats-io-go-nats-dev not installed"
-    out = Path(tempfile.mkdtemp(prefix="jss-go-")) / name
-    env = dict(os.environ, GO111MODULE="off", GOPATH=gopath, GOFLAGS="", GOCACHE=str(out.parent / "cache"))
-    proc = subprocess.run(
-        [go, "build", "-o", str(out), "."], cwd=ANCHORS / name, env=env, capture_output=True, text=True
-    )
-    if proc.returncode != 0:
-        return None, f"skipped: go build failed: {proc.stderr.strip()[:300]}"
-    version = subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip()
-    return str(out), version
+        result: "tuple[Optional[str], str]" = (None, f"skipped: `go` not installed (apt-get install {GO_DEBIAN_DEPS})")
+    else:
+        env, note = _go_env(_GO_WORK)
+        if env is None:
+            result = (None, note)
+        else:
+            out = _GO_WORK / name
+            proc = subprocess.run([go, "build", "-o", str(out), "."], cwd=ANCHORS / name, env=env,
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                result = (None, f"skipped: go build failed: {proc.stderr.strip()[:300]}")
+            else:
+                version = subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip()
+                result = (str(out), f"{version.replace('go version ', '')}, nats.go {_nats_go_version()}")
+    _GO_BUILT[name] = result
+    return result
 
 
 def run_go(binary: str, args: List[str], meter: Meter, timeout: float = 300) -> Sample:
@@ -200,23 +239,31 @@ def environment() -> Dict[str, object]:
     }
 
 
-def print_table(title: str, results: List[Result], ratios: Dict[str, str]) -> None:
-    """A table of msgs/s, MB/s, CPU per message and ratios against the named peers."""
+def print_table(title: str, results: List[Result]) -> None:
+    """Every contender: msgs/s, MB/s and CPU per message (client, server)."""
     print(f"\n{title}")
-    head = f"{'':4} {'contender':46} {'msgs/s':>10} {'MB/s':>7} {'client µs':>9} {'server µs':>9}"
-    for key in ratios:
-        head += f" {'× ' + key:>7}"
-    print(head)
-    by_name = {r.name: r for r in results}
+    print(f"{'':4} {'contender':48} {'msgs/s':>10} {'MB/s':>8} {'client µs':>9} {'server µs':>9}")
     for r in results:
         if not r.samples:
-            print(f"{r.name:4} {r.label:46} {r.note}")
+            print(f"{r.name:4} {r.label:48} {r.note}")
             continue
-        line = f"{r.name:4} {r.label:46} {r.rate:10,.0f} {r.mbps:7.1f} {r.client_us:9.2f} {r.server_us:9.2f}"
-        for key in ratios:
-            peer = by_name.get(key)
-            line += f" {r.rate / peer.rate:7.2f}" if peer is not None and peer.samples else f" {'-':>7}"
-        print(line)
+        print(f"{r.name:4} {r.label:48} {r.rate:10,.0f} {r.mbps:8.1f} {r.client_us:9.2f} {r.server_us:9.2f}")
+
+
+def print_pairs(results: Dict[str, Result], pairs: "List[tuple[str, str, str, Optional[float]]]") -> Dict[str, float]:
+    """The like-for-like ratios (ours / peer) with the goal each should meet."""
+    print("\nratios, like for like (ours / peer)")
+    out: Dict[str, float] = {}
+    for text, ours, peer, goal in pairs:
+        a, b = results.get(ours), results.get(peer)
+        if a is None or b is None or not a.samples or not b.samples:
+            print(f"  {text:60} {'n/a':>6}  ({(b or a).note if (b or a) else 'not run'})")
+            continue
+        value = a.rate / b.rate
+        out[f"{ours}/{peer}"] = value
+        state = "" if goal is None else (f"goal >= {goal}: " + ("met" if value >= goal else "NOT met"))
+        print(f"  {text:60} {value:6.2f}  {state}")
+    return out
 
 
 def save(stem: str, payload: Dict[str, object], results: List[Result], title: str) -> None:

@@ -1,62 +1,79 @@
-"""Publish throughput with every PubAck checked: jetstream_sync against nats-py and nats.go.
+"""Publish and request, like for like: jetstream_sync against nats.go's jetstream
+package and nats-py 2.16, one server, one run, contenders interleaved.
 
-    python benchmarks/publish.py [-n 30000] [--size 128] [--runs 3]
+    NATS_GO_SRC=/path/to/nats.go-v1.30.2 python benchmarks/publish.py [-n 30000] [--size 128] [--runs 3]
 
-  (p1) js.publish(), one acknowledged publish at a time
-  (p2) js.publish_async(), windowed (4000 in flight), then publish_async_complete()
-  (p3) nats-py: await js.publish() for each message
-  (p4) nats.go PublishAsync (window 4000) when Go and Debian's nats.go are installed
+Every PubAck is checked. Pairs (ours | peer):
+  (pa) js.publish_async(), max 4000 pending, then publish_async_complete()
+       | (gpa) nats.go jetstream PublishAsync, max 4000 pending, PublishAsyncComplete
+       | (npa) nats-py js.publish_async() (max 4000 pending), publish_async_completed()
+  (ps) js.publish(), one at a time, one thread  | (nps) nats-py await js.publish() each
+  (rq) nc.request() one at a time, one thread   | (nrq) nats-py await nc.request() each
+       (both against the same responder: a separate nats-py process)
+The one-at-a-time pairs also report the latency of each call (p50, p99): what a
+Flask or Django request handler that publishes or asks a service waits.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Callable, Dict, List
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from typing import Callable, Dict, List, Optional
 
-from _common import Meter, Result, Sample, build_go, print_table, run_go, run_rounds, save, start_server
+from _common import (Meter, Result, Sample, build_go, print_pairs, print_table, run_go, run_rounds, save,
+                     start_server)
 
 import jetstream_sync as jss
 
-STREAM, SUBJECT = "PUB", "pub.data"
+STREAM, SUBJECT, SERVICE = "PUB", "pub.data", "svc.echo"
+
+RESPONDER = textwrap.dedent(
+    """
+    import asyncio, sys, nats
+    async def main(url, subject):
+        nc = await nats.connect(url)
+        async def echo(msg):
+            await msg.respond(msg.data)
+        await nc.subscribe(subject, cb=echo)
+        await nc.flush()
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    """
+)
+
+LATENCY: Dict[str, List[float]] = {}  # contender -> per-call seconds of its last run
+
+
+def percentile(values: List[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * q))]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", "--count", type=int, default=30_000)
+    ap.add_argument("--sync-count", type=int, default=5_000, help="messages for the one-at-a-time pairs")
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--only", help="comma-separated contender keys")
     args = ap.parse_args()
-    n, payload = args.count, b"x" * args.size
+    n, ns, payload = args.count, args.sync_count, b"x" * args.size
 
     server = start_server()
+    responder = subprocess.Popen([sys.executable, "-c", RESPONDER, server.url, SERVICE], stdout=subprocess.PIPE, text=True)
     try:
+        assert responder.stdout is not None and responder.stdout.readline().strip() == "ready"
         nc = jss.connect(server.url, name="bench")
         js = nc.jetstream()
         stream = js.create_stream(name=STREAM, subjects=[SUBJECT])
-        go_bin, go_note = build_go("publish")
+        go_bin, go_note = build_go("jetstream")
         meter = Meter(server)
-
-        def sync_publish() -> None:
-            for _ in range(n):
-                js.publish(SUBJECT, payload)
-
-        def async_publish() -> None:
-            futures = [js.publish_async(SUBJECT, payload) for _ in range(n)]
-            assert js.publish_async_complete(timeout=120)
-            assert all(f.result().seq for f in futures)
-
-        def natspy_publish() -> None:
-            import nats
-
-            async def run() -> None:
-                anc = await nats.connect(server.url)
-                ajs = anc.jetstream()
-                for _ in range(n):
-                    await ajs.publish(SUBJECT, payload)
-                await anc.close()
-
-            asyncio.run(run())
 
         def timed(fn: Callable[[], None]) -> Callable[[str], Sample]:
             def run(tag: str) -> Sample:
@@ -66,26 +83,120 @@ def main() -> None:
 
             return run
 
-        contenders: Dict[str, "tuple[str, Callable[[str], Sample] | None]"] = {
-            "p1": ("publish(), one at a time", timed(sync_publish)),
-            "p2": ("publish_async(), window 4000", timed(async_publish)),
-            "p3": ("nats-py await js.publish() each", timed(natspy_publish)),
-            "p4": ("nats.go PublishAsync, window 4000", (lambda tag: run_go(go_bin, [server.url, SUBJECT, str(n), str(args.size)], meter)) if go_bin else None),
+        def ours_async() -> None:
+            futures = [js.publish_async(SUBJECT, payload) for _ in range(n)]
+            if not js.publish_async_complete(timeout=120):
+                raise RuntimeError("PubAcks did not arrive")
+            assert all(f.result().seq for f in futures)
+
+        def ours_sync(key: str, call: Callable[[], object]) -> Callable[[], None]:
+            def run() -> None:
+                lat = []
+                clock = time.perf_counter
+                for _ in range(ns):
+                    t = clock()
+                    call()
+                    lat.append(clock() - t)
+                LATENCY[key] = lat
+
+            return run
+
+        def natspy(key: str, mode: str) -> Callable[[], None]:
+            import nats
+
+            def run() -> None:
+                async def go() -> None:
+                    anc = await nats.connect(server.url)
+                    ajs = anc.jetstream()
+                    if mode == "async":
+                        futures = [await ajs.publish_async(SUBJECT, payload) for _ in range(n)]
+                        await asyncio.wait_for(ajs.publish_async_completed(), 120)
+                        for f in futures:
+                            assert f.result().seq
+                    else:
+                        lat = []
+                        clock = time.perf_counter
+                        for _ in range(ns):
+                            t = clock()
+                            if mode == "sync":
+                                await ajs.publish(SUBJECT, payload)
+                            else:
+                                await anc.request(SERVICE, payload, timeout=5)
+                            lat.append(clock() - t)
+                        LATENCY[key] = lat
+                    await anc.close()
+
+                asyncio.run(go())
+
+            return run
+
+        go_async: Optional[Callable[[str], Sample]] = None
+        if go_bin:
+            go_async = lambda tag: run_go(go_bin, ["publish-async", server.url, SUBJECT, str(n), str(args.size), "4000"], meter)  # noqa: E731
+
+        contenders: Dict[str, "tuple[str, Optional[Callable[[str], Sample]]]"] = {
+            "pa": ("publish_async(), 4000 pending, + complete", timed(ours_async)),
+            "gpa": ("nats.go PublishAsync, 4000 pending, + complete", go_async),
+            "npa": ("nats-py publish_async(), 4000 pending, + completed", timed(natspy("npa", "async"))),
+            "ps": ("publish(), one at a time", timed(ours_sync("ps", lambda: js.publish(SUBJECT, payload)))),
+            "nps": ("nats-py await js.publish(), one at a time", timed(natspy("nps", "sync"))),
+            "rq": ("request(), one at a time", timed(ours_sync("rq", lambda: nc.request(SERVICE, payload, timeout=5)))),
+            "nrq": ("nats-py await nc.request(), one at a time", timed(natspy("nrq", "request"))),
         }
-        results = {k: Result(k, label, n, args.size) for k, (label, _) in contenders.items()}
-        results["p4"].note = "" if go_bin else go_note
-        print(f"{n:,} x {args.size} B, {args.runs} runs; Go: {go_note}")
-        run_rounds(contenders, results, args.runs, n, before=stream.purge)
+        if args.only:
+            keep = set(args.only.split(","))
+            contenders = {k: v for k, v in contenders.items() if k in keep}
+        counts = {k: (ns if k in ("ps", "nps", "rq", "nrq") else n) for k in contenders}
+        results = {k: Result(k, label, counts[k], args.size) for k, (label, _) in contenders.items()}
+        for k, (_, fn) in contenders.items():
+            if fn is None:
+                results[k].note = go_note
+        print(f"{n:,} async / {ns:,} one-at-a-time x {args.size} B, {args.runs} runs; Go: {go_note}")
+        latency_runs: Dict[str, List[Dict[str, float]]] = {}
+
+        for run in range(args.runs):
+            for key, (label, fn) in contenders.items():
+                if fn is None:
+                    continue
+                stream.purge()
+                sample = fn(f"{key}{run}")
+                results[key].samples.append(sample)
+                line = f"  run {run + 1} ({key}) {label:52} {counts[key] / sample.seconds:10,.0f} msgs/s"
+                if key in LATENCY:
+                    lat = LATENCY.pop(key)
+                    stats = {"p50": percentile(lat, 0.5) * 1e6, "p99": percentile(lat, 0.99) * 1e6}
+                    latency_runs.setdefault(key, []).append(stats)
+                    line += f"  p50 {stats['p50']:6.0f} µs  p99 {stats['p99']:6.0f} µs"
+                print(line, flush=True)
         nc.close()
     finally:
+        responder.kill()
         server.cleanup()
 
     ordered: List[Result] = list(results.values())
-    print_table(f"publish {n:,} x {args.size} B, medians of {args.runs}", ordered, {"p3": "p3", "p4": "p4"})
-    ratio = results["p2"].rate / results["p3"].rate if results["p3"].samples else float("nan")
-    print(f"\ntarget\n  publish_async >= 10 x nats-py await-each: {ratio:6.2f}  {'met' if ratio >= 10 else 'NOT met'}")
-    save("publish", {"count": n, "size": args.size, "runs": args.runs, "go": go_note}, ordered,
-         f"JetStream publish with PubAck, {n:,} x {args.size} B (median of {args.runs})")
+    print_table(f"publish / request x {args.size} B, medians of {args.runs}", ordered)
+    latency = {k: {q: statistics.median(r[q] for r in v) for q in ("p50", "p99")} for k, v in latency_runs.items()}
+    if latency:
+        print("\nlatency per call (medians of the runs)")
+        for k, v in latency.items():
+            print(f"  ({k:3}) {results[k].label:52} p50 {v['p50']:6.0f} µs  p99 {v['p99']:6.0f} µs")
+    pairs = [
+        ("(pa) publish_async / nats.go PublishAsync", "pa", "gpa", 0.8),
+        ("(pa) publish_async / nats-py publish_async", "pa", "npa", 3.0),
+        ("(ps) publish() / nats-py await publish(), throughput", "ps", "nps", 0.9),
+        ("(rq) request() / nats-py await request(), throughput", "rq", "nrq", 0.9),
+    ]
+    ratios = print_pairs(results, pairs)
+    for ours, peer in (("ps", "nps"), ("rq", "nrq")):
+        if ours in latency and peer in latency:
+            # Latency: a lower figure is better, so the ratio is peer / ours (>= 0.9 wanted).
+            value = latency[peer]["p50"] / latency[ours]["p50"]
+            ratios[f"{ours}/{peer} p50"] = value
+            state = "met" if value >= 0.9 else "NOT met"
+            print(f"  ({ours}) p50 latency, nats-py p50 / ours{'':29} {value:6.2f}  goal >= 0.9: {state}")
+    save("publish", {"count": n, "sync_count": ns, "size": args.size, "runs": args.runs, "go": go_note,
+                     "ratios": ratios, "latency_us": latency}, ordered,
+         f"publish / request, {args.size} B (median of {args.runs})")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import threading
 import time
 import urllib.parse
 import weakref
+from functools import partial
 from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, TypeVar, Union
 
 import nats.errors as _nerr
@@ -31,12 +32,14 @@ from nats.aio.client import Client as _NatsClient
 
 from . import errors
 from ._loop import LoopThread, gevent_patched, register_exit_hook
-from ._outbox import AckOutbox
+from ._outbox import AckOutbox, subject_str
 from ._publisher import AsyncPublisher
 from ._wire import (
     REPLY_INBOX,
     Dispatcher,
     Handler,
+    Sink,
+    deliver_one,
     fix_late_pong,
     pub_command,
     send_raw,
@@ -474,7 +477,7 @@ class Connection:
             last = self.outbox.last_sent
             if last is not None and (last[1] == b"+ACK" or last[1].startswith(b"+TERM")):
                 try:
-                    await self._nats().request(last[0], last[1], timeout=bound)
+                    await self._nats().request(subject_str(last[0]), last[1], timeout=bound)
                 except Exception as exc:
                     _log.debug("ack confirmation: %r", exc)
             else:
@@ -491,14 +494,14 @@ class Connection:
             return
         last: Dict[str, int] = {}
         for i, (subject, _) in enumerate(items):
-            last[_consumer_of(subject)] = i
+            last[_consumer_of(subject_str(subject))] = i
         confirm = set(last.values())
         plain = [item for i, item in enumerate(items) if i not in confirm]
         if plain:
             self.outbox.put_many(plain)  # put_many sends at once, ahead of the requests below
             self.outbox.send_now()
         nc = self._nats()
-        requests = [nc.request(items[i][0], items[i][1], timeout=timeout) for i in sorted(confirm)]
+        requests = [nc.request(subject_str(items[i][0]), items[i][1], timeout=timeout) for i in sorted(confirm)]
         for outcome in await asyncio.gather(*requests, return_exceptions=True):
             if isinstance(outcome, BaseException):
                 _log.debug("ack confirmation: %r", outcome)
@@ -551,25 +554,35 @@ class Connection:
         return self._nats().new_inbox()
 
     async def subscribe(
-        self, subject: str, handler: Handler, queue: str = "", limits: Optional[Dict[str, int]] = None
+        self,
+        subject: str,
+        handler: Union[Handler, Sink],
+        queue: str = "",
+        limits: Optional[Dict[str, int]] = None,
     ) -> int:
         """Loop thread: a core subscription whose messages go to
         ``handler(subject, reply, data, header_block)`` (all bytes; the header
-        block includes the ``NATS/1.0`` status line). Returns its sid."""
+        block includes the ``NATS/1.0`` status line), or in bulk to a
+        :class:`~._wire.Sink`. Returns its sid."""
         nc = self._nats()
         lim = limits if limits is not None else {"pending_msgs_limit": 0, "pending_bytes_limit": 0}
         msgs_limit, bytes_limit = lim["pending_msgs_limit"], lim["pending_bytes_limit"]
+        sink: Optional[Sink] = handler if hasattr(handler, "on_msgs") else None  # type: ignore[assignment]
         if self.fast:
             assert self._dispatcher is not None
-            # No callback: the dispatcher hands messages to handler as parsed.
+            # No callback: the dispatcher hands messages over as parsed.
             sub = await nc.subscribe(
                 subject, queue=queue, pending_msgs_limit=msgs_limit, pending_bytes_limit=bytes_limit
             )
-            self._dispatcher.register(sid_of(sub), handler)
+            if sink is not None:
+                self._dispatcher.register_sink(sid_of(sub), sink)
+            else:
+                self._dispatcher.register(sid_of(sub), handler)  # type: ignore[arg-type]
         else:
+            deliver = partial(deliver_one, sink) if sink is not None else handler
 
             async def cb(m: Any) -> None:
-                handler(m.subject.encode(), m.reply.encode(), m.data, header_block_of(m))
+                deliver(m.subject.encode(), m.reply.encode(), m.data, header_block_of(m))  # type: ignore[operator]
 
             sub = await nc.subscribe(
                 subject, queue=queue, cb=cb, pending_msgs_limit=msgs_limit, pending_bytes_limit=bytes_limit

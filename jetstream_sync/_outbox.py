@@ -4,7 +4,7 @@ published by the loop thread in bursts. One per connection."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Deque, List, Optional, Tuple
+from typing import TYPE_CHECKING, Deque, Dict, List, Optional, Tuple, Union
 
 from . import errors
 from ._wire import Batcher
@@ -15,6 +15,25 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["AckOutbox"]
 
 _log = logging.getLogger("jetstream_sync.acks")
+
+# An ack subject as received (bytes) or as a str; both are sent alike.
+Subject = Union[str, bytes]
+
+
+def subject_str(subject: Subject) -> str:
+    return subject.decode() if isinstance(subject, bytes) else subject
+
+
+_TAILS: Dict[bytes, bytes] = {}  # payload -> b" <len>\r\n<payload>\r\n" for the few ack payloads
+
+
+def _tail(payload: bytes) -> bytes:
+    tail = _TAILS.get(payload)
+    if tail is None:
+        tail = b" %d\r\n%s\r\n" % (len(payload), payload)
+        if len(_TAILS) < 64:
+            _TAILS[payload] = tail
+    return tail
 
 
 class AckOutbox(Batcher):
@@ -39,7 +58,7 @@ class AckOutbox(Batcher):
         self.last_nak = 0.0  # monotonic time of the last nak() (any thread)
         # The last ack sent (loop thread): a settled ack (+ACK, +TERM) can be
         # sent again as a request, a no-op whose reply proves it was processed.
-        self.last_sent: Optional[Tuple[str, bytes]] = None
+        self.last_sent: Optional[Tuple[Subject, bytes]] = None
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -47,7 +66,7 @@ class AckOutbox(Batcher):
     def has_queued(self) -> bool:
         return bool(self._queue)
 
-    def put(self, subject: str, payload: bytes) -> None:
+    def put(self, subject: Subject, payload: bytes) -> None:
         if self.conn.in_child:
             self.conn.check_fork()
         if self._sealed:
@@ -59,9 +78,10 @@ class AckOutbox(Batcher):
             # Sealed between the check and the append, and close() had not
             # taken it yet: refuse it rather than leave it unsent.
             raise errors.ConnectionClosedError("cannot ack: the client is closed")
-        self.queued()
+        if not self._scheduled and (not self._timer or len(queue) >= self.BATCH):
+            self.queued()  # else a send is already due: nothing to schedule
 
-    def _take_back(self, item: Tuple[str, bytes]) -> bool:
+    def _take_back(self, item: Tuple[Subject, bytes]) -> bool:
         """True if ``item`` was still queued (and is removed now); False if the
         closing sender already took it (sent, or counted as not sent)."""
         try:
@@ -74,7 +94,7 @@ class AckOutbox(Batcher):
         """Loop thread, closing: refuse acks from now on (what is queued is sent next)."""
         self._sealed = True
 
-    def take_all(self) -> List[Tuple[str, bytes]]:
+    def take_all(self) -> List[Tuple[Subject, bytes]]:
         """Loop thread: everything queued, removed from the queue."""
         queue = self._queue
         items = []
@@ -82,7 +102,7 @@ class AckOutbox(Batcher):
             items.append(queue.popleft())
         return items
 
-    def put_many(self, items: List[Tuple[str, bytes]]) -> None:
+    def put_many(self, items: List[Tuple[Subject, bytes]]) -> None:
         """Queue several publishes and send them now (used to NAK a buffer)."""
         if items:
             if self._sealed:
@@ -94,16 +114,19 @@ class AckOutbox(Batcher):
             except errors.JetStreamError:
                 pass  # no loop any more: close() sends or counts what is queued
 
-    def _send(self, queue: Deque[Tuple[str, bytes]]) -> None:
+    def _send(self, queue: Deque[Tuple[Subject, bytes]]) -> None:
         """Publish everything queued (loop thread)."""
         conn = self.conn
         if not conn.fast:
             conn.loop_thread.loop.create_task(self._publish_each())
             return
         parts = []
+        tails = _TAILS
         while queue:
             subject, payload = queue.popleft()
-            parts.append(b"PUB %s %d\r\n%s\r\n" % (subject.encode(), len(payload), payload))
+            parts.append(
+                b"PUB " + (subject if isinstance(subject, bytes) else subject.encode()) + (tails.get(payload) or _tail(payload))
+            )
         self.last_sent = (subject, payload)
         if not conn.send_commands(b"".join(parts)):
             self._lost(len(parts), "the connection is closed or its reconnect buffer is full")
@@ -144,6 +167,6 @@ class AckOutbox(Batcher):
             try:
                 if nc is None:
                     raise errors.ConnectionClosedError("not connected")
-                await nc.publish(subject, payload)
+                await nc.publish(subject_str(subject), payload)
             except Exception as exc:
                 self._lost(1, repr(exc))

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import json
 import logging
 import math
 import threading
 import time
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Tuple
 
@@ -27,7 +29,7 @@ import janus
 
 from . import errors
 from ._connection import Resource
-from .message import NAK, WPI, Msg, parse_header_block
+from .message import NAK, WPI, Msg, WireMsg, parse_header_block, reply_bytes
 from .options import (
     ConsumeOptions,
     FetchOptions,
@@ -145,7 +147,14 @@ class Receiver(Resource):
         self.pace = 0.0
         self._last_pop = 0.0
         self._run_waited = False
+        self._counter = itertools.count(1)
         self.popped = 0  # messages taken out of the buffer (handed out or being handled)
+        self.credited = 0  # messages handed out and accounted (consume: when the handler returned)
+        # Lock-free takes (set by the engine; not in max_bytes mode, which
+        # accounts bytes per message). A take numbered above refill_at finds
+        # pending below the refill threshold (maintained by the engine).
+        self.lock_free = False
+        self.refill_at = 1
 
     # -- taking -------------------------------------------------------------
 
@@ -155,6 +164,28 @@ class Receiver(Resource):
         :class:`Exhausted` when there is no more."""
         if self._conn.in_child:
             self._conn.check_fork()
+        # The common case without the lock: deque.popleft and next() on a
+        # count are atomic under the GIL, so each message goes to exactly one
+        # thread and gets its own number; stop() empties the buffer with
+        # popleft too. The engine derives pending credit from that number.
+        if self.lock_free and self._state is OPEN:
+            try:
+                msg = self._buf.popleft()
+            except IndexError:
+                pass
+            else:
+                n = self.popped = next(self._counter)
+                if credit:
+                    if n > self.refill_at:  # pending before this take is below the threshold
+                        self.engine.want_more()
+                    self.credited = n
+                if not n % _PACE_RUN:
+                    with self._lock:
+                        self._pace()
+                return msg
+        return self._take(timeout, credit)
+
+    def _take(self, timeout: Optional[float], credit: bool) -> Msg:
         deadline = None if timeout is None else monotonic() + timeout
         lock = self._lock
         lock.acquire()
@@ -171,13 +202,14 @@ class Receiver(Resource):
                 buf = self._buf
                 if buf:
                     msg = buf.popleft()
-                    popped = self.popped = self.popped + 1
+                    popped = self.popped = next(self._counter)
                     if waited:
                         self._run_waited = True
                     if not popped % _PACE_RUN:
                         self._pace()
                     if credit:
-                        self._credit(msg)
+                        self.credited = popped  # as the lock-free path counts
+                        self.engine.took(msg)
                     if buf and self._followers:
                         self._cond.notify()
                     return msg
@@ -225,6 +257,11 @@ class Receiver(Resource):
         finally:
             lock.release()
 
+    def snapshot(self) -> PullStats:
+        """A copy of the counters (delivered: what the callers were given)."""
+        s = self.stats
+        return dataclasses.replace(s, statuses=dict(s.statuses), delivered=self.credited)
+
     def _pace(self) -> None:
         """Sample the callers' pace (lock held), over runs of _PACE_RUN takes
         that all found the buffer non-empty (only they say how fast messages
@@ -262,10 +299,10 @@ class Receiver(Resource):
 
     def _credit(self, msg: Msg) -> None:
         """Account a message handed to the user (lock held)."""
-        self.stats.delivered += 1
+        self.credited += 1
         engine = self.engine
         if engine is not None:
-            engine.taken(msg)
+            engine.took(msg)
 
     def credit(self, msg: Msg) -> None:
         with self._lock:
@@ -291,8 +328,13 @@ class Receiver(Resource):
                 return False
             self._state = STOPPED
             self._stop_error = error
-            leftover = list(self._buf)
-            self._buf.clear()
+            leftover = []
+            buf = self._buf
+            while True:  # popleft, as lock-free takers do: each message to one side
+                try:
+                    leftover.append(buf.popleft())
+                except IndexError:
+                    break
             self._cond.notify_all()
         self.nak(leftover)
         if self._queue is not None:
@@ -339,7 +381,7 @@ class Receiver(Resource):
         if not msgs or self._conn.closed or self._conn.forked:
             return
         self.stats.nakd_on_stop += len(msgs)
-        self._conn.outbox.put_many([(m.reply, NAK) for m in msgs])
+        self._conn.outbox.put_many([(reply_bytes(m), NAK) for m in msgs])
 
     # -- the connection closing (Resource) ----------------------------------------
 
@@ -369,6 +411,7 @@ class _Engine:
 
     def __init__(self, conn: "Connection", receiver: Receiver, target: PullTarget) -> None:
         self._conn = conn
+        self.conn = conn  # handed to each Msg the parser makes
         self._receiver = receiver
         self._lock = receiver._lock
         self._stats = receiver.stats
@@ -400,7 +443,7 @@ class _Engine:
         self._q = janus.Queue()
         self._receiver._queue = self._q.sync_q
         self._inbox = self._conn.new_inbox()
-        self._sid = await self._conn.subscribe(self._inbox, self._on_raw)
+        self._sid = await self._conn.subscribe(self._inbox, self)
         self._remove_perm = self._conn.watch_permission(self._pull_subject, self._denied)
         self._started = True
 
@@ -410,14 +453,37 @@ class _Engine:
     def _end_with(self, err: BaseException) -> None:
         raise NotImplementedError
 
-    def _on_raw(self, subject: bytes, reply: bytes, data: bytes, hdrs: Optional[bytes]) -> None:
+    # -- the subscription's sink (loop thread, called by the parser) -------------
+
+    make = WireMsg
+
+    def on_status(self, hdrs: bytes) -> None:
         self._watch.last = monotonic()
-        if hdrs is not None and not reply and not data and hdrs.startswith(b"NATS/1.0 "):
-            end = hdrs.find(b"\r\n")
-            code, _, desc = hdrs[9:end].decode(errors="replace").partition(" ")
-            self._on_status(code, desc.strip(), parse_header_block(hdrs) or {})
+        end = hdrs.find(b"\r\n")
+        code, _, desc = hdrs[9 : end if end >= 0 else None].decode(errors="replace").partition(" ")
+        self._on_status(code, desc.strip(), parse_header_block(hdrs) or {})
+
+    def on_msgs(self, msgs: List[Msg]) -> None:
+        """Every message of one socket read, in order."""
+        self._watch.last = monotonic()
+        if self._nak_arrivals or self._done or (self._guard and not self._fits(len(msgs))):
+            for msg in msgs:
+                self._on_user(msg)
             return
-        self._on_user(Msg(subject.decode(), reply.decode(), data, None, self._conn, hdrs))
+        self._recv_msgs += len(msgs)
+        if self._count_bytes:
+            self._recv_bytes += sum(m.size for m in msgs)
+        self._on_batch(msgs)
+        chunk = self._chunk
+        if chunk is None:
+            self._chunk = msgs
+            self._loop.call_soon(self._flush)
+        else:
+            chunk.extend(msgs)
+
+    def _on_batch(self, msgs: List[Msg]) -> None:
+        for msg in msgs:
+            self._on_user_msg(msg)
 
     def _on_user(self, msg: Msg) -> None:
         if self._nak_arrivals or self._done or (self._guard and self._overflows(msg)):
@@ -436,6 +502,10 @@ class _Engine:
 
     def _overflows(self, msg: Msg) -> bool:
         return False
+
+    def _fits(self, count: int) -> bool:
+        """``count`` more messages stay within the buffer bound (no per-message check needed)."""
+        return True
 
     def _on_user_msg(self, msg: Msg) -> None:
         pass
@@ -457,7 +527,7 @@ class _Engine:
         chunk, self._chunk = self._chunk, None
         if chunk:
             stats, receiver = self._stats, self._receiver
-            buffered = self._recv_msgs - stats.delivered
+            buffered = self._recv_msgs - receiver.credited
             if buffered > stats.buffered_high_water:
                 stats.buffered_high_water = buffered
             if self._count_bytes:
@@ -577,7 +647,10 @@ class PullEngine(_Engine):
     def __init__(self, conn: "Connection", receiver: Receiver, target: PullTarget, opts: ConsumeOptions) -> None:
         super().__init__(conn, receiver, target)
         self.opts = opts
-        self._pending_msgs = 0
+        # Pending messages (requested, not yet handed out) = _base - the
+        # receiver's credited count: takes need not touch the engine.
+        self._base = 0
+        receiver.lock_free = not opts.bytes_mode
         self._pending_bytes = 0
         self._pull_requested = False
         self._connected = True
@@ -618,11 +691,20 @@ class PullEngine(_Engine):
 
     # -- credit (user side, receiver lock held) ---------------------------------------
 
-    def taken(self, msg: Msg) -> None:
-        """A message was handed out."""
-        if self._pending_msgs > 0:
-            self._pending_msgs -= 1
-        if self.opts.max_bytes:
+    @property
+    def _pending_msgs(self) -> int:
+        return max(self._base - self._receiver.credited, 0)
+
+    @_pending_msgs.setter
+    def _pending_msgs(self, value: int) -> None:
+        self._base = self._receiver.credited + value
+        self._receiver.refill_at = self._base - self._refill_below + 1
+
+    def took(self, msg: Msg) -> None:
+        """A message was handed out (lock held; its count is already in the
+        receiver's ``credited``). Refills are checked when a caller asks for
+        the next one (ADR-37), not here."""
+        if self._count_bytes:
             size = msg.size
             self._pending_bytes = max(self._pending_bytes - size, 0)
             self._receiver.taken_bytes += size
@@ -664,6 +746,7 @@ class PullEngine(_Engine):
             if opts.bytes_mode
             else (opts.threshold_messages if cap >= opts.max_messages else min(opts.threshold_messages, math.ceil(cap / 2)))
         )
+        self._receiver.refill_at = self._base - self._refill_below + 1
 
     def _maybe_pull(self) -> None:
         with self._lock:
@@ -680,11 +763,15 @@ class PullEngine(_Engine):
                 self._pending_msgs += due[0]  # requested and not yet taken: the limit
         self._send_pull(self._body(*due))
 
+    def _fits(self, count: int) -> bool:
+        opts = self.opts
+        return not opts.max_bytes and self._recv_msgs + count - self._receiver.credited <= opts.max_messages
+
     def _overflows(self, msg: Msg) -> bool:
         """A message beyond max_messages / max_bytes buffered (a stale pull
         still delivering after an alarm): never hold it."""
         opts = self.opts
-        if self._recv_msgs - self._stats.delivered >= opts.max_messages:
+        if self._recv_msgs - self._receiver.credited >= opts.max_messages:
             self._stats.nakd_overflow += 1
             return True
         if opts.max_bytes and self._recv_bytes - self._receiver.taken_bytes + msg.size > opts.max_bytes:
@@ -711,6 +798,9 @@ class PullEngine(_Engine):
     def _on_user_msg(self, msg: Msg) -> None:
         self._backoff = 0.0
 
+    def _on_batch(self, msgs: List[Msg]) -> None:
+        self._backoff = 0.0
+
     def _handed_off(self, chunk: List[Msg]) -> None:
         if self._target.ack_wait:
             held = self._held
@@ -734,13 +824,13 @@ class PullEngine(_Engine):
         self._drop_taken(held)
         delivered = self._receiver.popped
         old = now - ack_wait * _ACK_WAIT_SHARE
-        wpi: List[Tuple[str, bytes]] = []
+        wpi: List[Tuple[bytes, bytes]] = []
         for entry in held:
             if entry[0] > old:
                 break
             entry[0] = now
             first, chunk = entry[1], entry[2]
-            wpi.extend((m.reply, WPI) for m in chunk[max(delivered - first, 0) :])
+            wpi.extend((reply_bytes(m), WPI) for m in chunk[max(delivered - first, 0) :])
         if wpi and not self._conn.closed:
             self._stats.kept_alive += len(wpi)
             self._conn.outbox.put_many(wpi)
@@ -833,7 +923,7 @@ class PullEngine(_Engine):
             return
         old = self._sid
         self._inbox = self._conn.new_inbox()
-        self._sid = await self._conn.subscribe(self._inbox, self._on_raw)
+        self._sid = await self._conn.subscribe(self._inbox, self)
         self._loop.create_task(self._conn.unsubscribe(old, drain=True, timeout=_SHUTDOWN_FLUSH))
         self._reset_pending()
         self._maybe_pull()
@@ -908,6 +998,8 @@ class FetchEngine(_Engine):
         self._received = 0
         self._bytes = 0
         self._watch = Watchdog(2 * opts.idle_heartbeat, opts.client_timeout)
+        receiver.lock_free = True  # one pull: no credit to keep
+        receiver.refill_at = 1 << 62
         tick = min(opts.client_timeout, 2 * opts.idle_heartbeat or opts.client_timeout) / 4
         self._tick_every = min(max(tick, 0.005), 0.25)
         self._shutdown_task: Optional["asyncio.Future[None]"] = None
@@ -969,8 +1061,8 @@ class FetchEngine(_Engine):
         await self._unsubscribe(drain=False)
         self._closed()
 
-    def taken(self, msg: Msg) -> None:
-        """User side: one pull keeps no credit."""
+    def took(self, msg: Msg) -> None:
+        """User side: one pull keeps no credit and never refills."""
 
     def paced(self, pace: float) -> None:
         """User side: one pull keeps no buffer cap."""

@@ -27,7 +27,7 @@ import asyncio
 import collections
 import logging
 import time
-from typing import Any, Callable, Deque, Dict, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional, Protocol
 
 import nats.errors as _nerr
 from nats.aio.client import Client as _NatsClient
@@ -39,6 +39,9 @@ from . import errors
 __all__ = [
     "supported",
     "Dispatcher",
+    "Sink",
+    "deliver_one",
+    "is_status",
     "FastParser",
     "Batcher",
     "pub_command",
@@ -56,6 +59,33 @@ _log = logging.getLogger("jetstream_sync")
 
 # handler(subject: bytes, reply: bytes, data: bytes, headers: Optional[bytes])
 Handler = Callable[[bytes, bytes, bytes, Optional[bytes]], None]
+
+
+class Sink(Protocol):
+    """Where the parser puts the messages of one subscription in bulk: every
+    message of a socket read at once, made by ``make`` (no call per message)."""
+
+    conn: Any  # passed to make
+
+    def make(self, subject: bytes, reply: bytes, data: bytes, conn: Any, hdr_raw: Optional[bytes]) -> Any: ...
+
+    def on_msgs(self, msgs: List[Any]) -> None: ...
+
+    def on_status(self, hdr_raw: bytes) -> None: ...
+
+
+def is_status(reply: bytes, data: bytes, hdrs: Optional[bytes]) -> bool:
+    """A status message (heartbeat, 404, 408, 409 …): headers only, no reply."""
+    return hdrs is not None and not reply and not data and hdrs.startswith(b"NATS/1.0 ")
+
+
+def deliver_one(sink: Sink, subject: bytes, reply: bytes, data: bytes, hdrs: Optional[bytes]) -> None:
+    """One message to a sink (paths other than the bulk parser)."""
+    if is_status(reply, data, hdrs):
+        assert hdrs is not None
+        sink.on_status(hdrs)
+    else:
+        sink.on_msgs([sink.make(subject, reply, data, sink.conn, hdrs)])
 
 # The nats-py private names the fast paths use; all must exist, else the
 # public nats-py API is used instead (see supported()).
@@ -109,14 +139,17 @@ class FastParser(Parser):
     """nats-py's protocol parser with a fast path for MSG and HMSG.
 
     It works on one bytes copy of the read buffer with index arithmetic (no
-    regular expression, no per-message buffer edits) and calls registered
-    handlers directly. Anything else (PING, PONG, INFO, -ERR, +OK) and any
-    state left by the generic parser goes to nats-py's parser as is.
+    regular expression, no per-message buffer edits). Messages of a sink's
+    subscription are made and collected per read and handed over in one call
+    (statuses in order between them); other registered handlers are called
+    per message. Anything else (INFO, -ERR, +OK) and any state left by the
+    generic parser goes to nats-py's parser as is.
     """
 
-    def __init__(self, nc: _NatsClient, handlers: Dict[int, Handler]) -> None:
+    def __init__(self, nc: _NatsClient, handlers: Dict[int, Handler], sinks: Dict[int, Sink]) -> None:
         super().__init__(nc)
         self._handlers = handlers
+        self._sinks = sinks
         # Bytes the buffer must hold before a message split over reads is
         # complete: until then a read is only appended, so a large message
         # costs one copy, not one copy of the whole buffer per read.
@@ -137,74 +170,116 @@ class FastParser(Parser):
         b = bytes(buf)
         n = len(b)
         pos = 0
-        handlers = self._handlers
+        handlers, sinks = self._handlers, self._sinks
         nc = self.nc
         count = size_in = 0
-        while pos < n:
-            if b.startswith(b"MSG ", pos):
-                eol = b.find(b"\r\n", pos)
-                if eol < 0:
-                    break
-                args = b[pos + 4 : eol].split()
-                if len(args) == 3:
-                    subject, sid, size = args
-                    reply = b""
-                elif len(args) == 4:
-                    subject, sid, reply, size = args
+        batches: Dict[Sink, List[Any]] = {}
+        cur_sid = b""
+        sink: Optional[Sink] = None
+        batch: List[Any] = []
+        make: Any = None
+        conn: Any = None
+        try:
+            while pos < n:
+                if b.startswith(b"MSG ", pos):
+                    eol = b.find(b"\r\n", pos)
+                    if eol < 0:
+                        break
+                    args = b[pos + 4 : eol].split()
+                    if len(args) == 4:
+                        subject, sid, reply, size = args
+                    elif len(args) == 3:
+                        subject, sid, size = args
+                        reply = b""
+                    else:
+                        raise ProtocolError("nats: malformed MSG")
+                    hsize = 0
+                elif b.startswith(b"HMSG ", pos):
+                    eol = b.find(b"\r\n", pos)
+                    if eol < 0:
+                        break
+                    args = b[pos + 5 : eol].split()
+                    if len(args) == 5:
+                        subject, sid, reply, hdr, size = args
+                    elif len(args) == 4:
+                        subject, sid, hdr, size = args
+                        reply = b""
+                    else:
+                        raise ProtocolError("nats: malformed HMSG")
+                    hsize = int(hdr)
+                elif b.startswith(b"PING\r\n", pos):
+                    pos += 6
+                    self._hand_over(batches)
+                    cur_sid = b""
+                    await nc._process_ping()
+                    continue
+                elif b.startswith(b"PONG\r\n", pos):
+                    pos += 6
+                    self._hand_over(batches)  # what came before the PONG is delivered before it
+                    cur_sid = b""
+                    await nc._process_pong()
+                    continue
                 else:
-                    raise ProtocolError("nats: malformed MSG")
-                hsize = 0
-            elif b.startswith(b"HMSG ", pos):
-                eol = b.find(b"\r\n", pos)
-                if eol < 0:
-                    break
-                args = b[pos + 5 : eol].split()
-                if len(args) == 4:
-                    subject, sid, hdr, size = args
-                    reply = b""
-                elif len(args) == 5:
-                    subject, sid, reply, hdr, size = args
-                else:
-                    raise ProtocolError("nats: malformed HMSG")
-                hsize = int(hdr)
-            elif b.startswith(b"PING\r\n", pos):
-                pos += 6
-                await nc._process_ping()
-                continue
-            elif b.startswith(b"PONG\r\n", pos):
-                pos += 6
-                await nc._process_pong()
-                continue
-            else:
-                break  # INFO, -ERR, +OK or a partial line: the generic parser takes it
-            start = eol + 2
-            end = start + int(size)
-            if end + 2 > n:
-                self._need = end + 2 - pos  # after the consumed prefix is dropped below
-                break  # incomplete: the control line is parsed again with more bytes
-            if hsize:
-                headers: Optional[bytes] = b[start : start + hsize]
+                    break  # INFO, -ERR, +OK or a partial line: the generic parser takes it
+                start = eol + 2
+                end = start + int(size)
+                if end + 2 > n:
+                    self._need = end + 2 - pos  # after the consumed prefix is dropped below
+                    break  # incomplete: the control line is parsed again with more bytes
+                pos = end + 2
+                count += 1
+                size_in += end - start
+                if sid != cur_sid:
+                    cur_sid = sid
+                    isid = int(sid)
+                    sink = sinks.get(isid)
+                    if sink is not None:
+                        batch = batches.get(sink)  # type: ignore[assignment]
+                        if batch is None:
+                            batch = batches[sink] = []
+                        make, conn = sink.make, sink.conn
+                if sink is not None:
+                    if not hsize:
+                        batch.append(make(subject, reply, b[start:end], conn, None))
+                    elif reply or end > start + hsize or not b.startswith(b"NATS/1.0 ", start):
+                        batch.append(make(subject, reply, b[start + hsize : end], conn, b[start : start + hsize]))
+                    else:  # a status: after the messages before it
+                        self._hand_over(batches)
+                        cur_sid = b""
+                        try:
+                            sink.on_status(b[start:end])
+                        except Exception:  # never let a sink end the read loop
+                            _log.exception("jetstream_sync: status handler failed")
+                    continue
+                headers = b[start : start + hsize] if hsize else None
                 payload = b[start + hsize : end]
-            else:
-                headers = None
-                payload = b[start:end]
-            pos = end + 2
-            handler = handlers.get(int(sid))
-            if handler is None:
-                await nc._process_msg(int(sid), subject, reply, payload, headers)
-                continue
-            count += 1
-            size_in += len(payload)
-            try:
-                handler(subject, reply, payload, headers)
-            except Exception:  # never let a handler end the read loop
-                _log.exception("jetstream_sync: message handler failed")
+                handler = handlers.get(isid)
+                if handler is None:
+                    await nc._process_msg(isid, subject, reply, payload, headers)
+                    cur_sid = b""  # it may have (un)registered sids
+                    continue
+                try:
+                    handler(subject, reply, payload, headers)
+                except Exception:  # never let a handler end the read loop
+                    _log.exception("jetstream_sync: message handler failed")
+        finally:
+            self._hand_over(batches)
         del buf[:pos]
         if count:
             nc.stats["in_msgs"] += count
             nc.stats["in_bytes"] += size_in
         if buf and not (buf.startswith(b"MSG ") or buf.startswith(b"HMSG ")):
             await super().parse()
+
+    @staticmethod
+    def _hand_over(batches: Dict[Sink, List[Any]]) -> None:
+        for sink, msgs in batches.items():
+            if msgs:
+                batches[sink] = []
+                try:
+                    sink.on_msgs(msgs)
+                except Exception:  # never let a sink end the read loop
+                    _log.exception("jetstream_sync: message handler failed")
 
 
 def fix_late_pong(nc: _NatsClient) -> bool:
@@ -229,19 +304,23 @@ def fix_late_pong(nc: _NatsClient) -> bool:
 
 class Dispatcher:
     """Routes messages of registered subscription ids straight to plain
-    handlers; everything else goes to nats-py as before."""
+    handlers or bulk sinks; everything else goes to nats-py as before."""
 
     def __init__(self, nc: _NatsClient) -> None:
         self._handlers: Dict[int, Handler] = {}
+        self._sinks: Dict[int, Sink] = {}
         self.enabled = supported(nc)
         if self.enabled:
-            nc._ps = FastParser(nc, self._handlers)
-            # The generic parser (after a PING, say) must reach our handlers too.
+            nc._ps = FastParser(nc, self._handlers, self._sinks)
+            # The generic parser (after an INFO, say) must reach our handlers too.
             self._fallback = nc._process_msg
             nc._process_msg = self._process_msg  # type: ignore[method-assign]
 
-
     def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: Optional[bytes]) -> Any:
+        sink = self._sinks.get(sid)
+        if sink is not None:
+            deliver_one(sink, subject, reply, data, headers)
+            return _DONE
         handler = self._handlers.get(sid)
         if handler is None:
             return self._fallback(sid, subject, reply, data, headers)
@@ -251,8 +330,12 @@ class Dispatcher:
     def register(self, sid: int, handler: Handler) -> None:
         self._handlers[sid] = handler
 
+    def register_sink(self, sid: int, sink: Sink) -> None:
+        self._sinks[sid] = sink
+
     def unregister(self, sid: int) -> None:
         self._handlers.pop(sid, None)
+        self._sinks.pop(sid, None)
 
 
 def pub_command(subject: str, reply: str, payload: bytes) -> bytes:

@@ -10,7 +10,7 @@ from nats.aio.client import Client as _NatsClient
 
 from . import errors, options
 from ._connection import Connection, Resource
-from .message import Msg
+from .message import Msg, WireMsg
 
 if TYPE_CHECKING:  # pragma: no cover
     from .jetstream import JetStream
@@ -245,7 +245,7 @@ class Subscription(Resource):
 
     def _on_msg(self, subject: bytes, reply: bytes, data: bytes, hdrs: Optional[bytes]) -> None:
         """Loop thread: queue one message, within the pending limits."""
-        msg = Msg(subject.decode(), reply.decode(), data, None, self._conn, hdrs)
+        msg = WireMsg(subject, reply, data, self._conn, hdrs)
         size = len(data)
         with self._cond:
             full = (self._max_msgs and len(self._items) >= self._max_msgs) or (

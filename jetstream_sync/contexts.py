@@ -64,8 +64,7 @@ class _Context:
     @property
     def stats(self) -> PullStats:
         """A snapshot of the counters."""
-        s = self._receiver.stats
-        return dataclasses.replace(s, statuses=dict(s.statuses))
+        return self._receiver.snapshot()
 
     @property
     def options(self) -> ConsumeOptions:
@@ -266,7 +265,7 @@ class FetchResult:
 
     @property
     def stats(self) -> PullStats:
-        return self._receiver.stats
+        return self._receiver.snapshot()
 
     def __enter__(self) -> "FetchResult":
         return self

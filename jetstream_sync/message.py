@@ -105,7 +105,9 @@ class Msg:
     server charges against a pull's ``max_bytes``.
     """
 
-    __slots__ = ("subject", "reply", "data", "_headers", "_hdr_raw", "_conn", "_acked", "_meta")
+    # Subject and reply are kept as received (bytes) and decoded on access:
+    # most messages are only read and acked, and an ack sends the bytes.
+    __slots__ = ("_subject", "_reply", "data", "_headers", "_hdr_raw", "_conn", "_acked", "_meta")
 
     def __init__(
         self,
@@ -116,14 +118,22 @@ class Msg:
         conn: Optional["Connection"] = None,
         hdr_raw: Optional[bytes] = None,
     ) -> None:
-        self.subject = subject
-        self.reply = reply
+        self._subject = subject.encode()
+        self._reply = reply.encode()
         self.data = data
         self._headers = headers
         self._hdr_raw = hdr_raw  # the header block as received; parsed on first use
         self._conn = conn
         self._acked = False
         self._meta: Optional[Metadata] = None
+
+    @property
+    def subject(self) -> str:
+        return self._subject.decode()
+
+    @property
+    def reply(self) -> str:
+        return self._reply.decode()
 
     def __repr__(self) -> str:
         return f"<Msg subject={self.subject!r} reply={self.reply!r} data={self.data[:32]!r}{'…' if len(self.data) > 32 else ''}>"
@@ -138,14 +148,14 @@ class Msg:
     def size(self) -> int:
         raw = self._hdr_raw
         hdr = len(raw) if raw is not None else headers_size(self._headers)
-        return len(self.subject) + len(self.reply) + hdr + len(self.data)
+        return len(self._subject) + len(self._reply) + hdr + len(self.data)
 
     @property
     def metadata(self) -> Metadata:
         """Parsed ack-subject metadata; raises NotJSMessageError for a non-JetStream message."""
         meta = self._meta
         if meta is None:
-            meta = self._meta = parse_metadata(self.reply)
+            meta = self._meta = parse_metadata(self._reply.decode())
         return meta
 
     @property
@@ -157,7 +167,14 @@ class Msg:
 
     def ack(self) -> None:
         """Acknowledge (``+ACK``). Never blocks: queued and sent by the loop thread."""
-        self._terminal(ACK)
+        # _terminal(ACK) inlined: this runs once per message.
+        if self._acked:
+            raise errors.MsgAlreadyAckedError(f"message {self.reply} was already acknowledged")
+        conn = self._conn
+        if conn is None or not self._reply.startswith(b"$JS.ACK."):
+            self._outbox()  # raises the specific error
+        conn.outbox.put(self._reply, ACK)  # type: ignore[union-attr]
+        self._acked = True
 
     def nak(self, delay: Optional[float] = None) -> None:
         """Negative ack: redeliver now, or after ``delay`` seconds (``-NAK {"delay": ns}``)."""
@@ -171,7 +188,7 @@ class Msg:
 
     def in_progress(self) -> None:
         """Tell the server work is ongoing (``+WPI``), resetting AckWait. Repeatable."""
-        self._outbox().put(self.reply, WPI)
+        self._outbox().put(self._reply, WPI)
 
     def term(self, reason: Optional[str] = None) -> None:
         """Terminate: never redeliver (``+TERM`` or ``+TERM <reason>``)."""
@@ -192,7 +209,7 @@ class Msg:
         if self._acked:
             raise errors.MsgAlreadyAckedError(f"message {self.reply} was already acknowledged")
         conn = outbox.conn
-        conn.run(conn.request(self.reply, ACK, t), t + 1.0)
+        conn.run(conn.request(self._reply.decode(), ACK, t), t + 1.0)
         self._acked = True
 
     def _terminal(self, payload: bytes) -> None:
@@ -200,8 +217,8 @@ class Msg:
         if self._acked:
             raise errors.MsgAlreadyAckedError(f"message {self.reply} was already acknowledged")
         conn = self._conn
-        if conn is not None and self.reply.startswith("$JS.ACK."):
-            conn.outbox.put(self.reply, payload)
+        if conn is not None and self._reply.startswith(b"$JS.ACK."):
+            conn.outbox.put(self._reply, payload)
         else:
             self._outbox()  # raises the specific error
         self._acked = True
@@ -211,6 +228,29 @@ class Msg:
         conn = self._conn
         if conn is None:
             raise errors.NotJSMessageError("message is not bound to a client")
-        if not self.reply.startswith("$JS.ACK."):
+        if not self._reply.startswith(b"$JS.ACK."):
             raise errors.NotJSMessageError(f"not a JetStream message: reply subject {self.reply!r} is not an ack subject")
         return conn.outbox
+
+
+def reply_bytes(msg: Msg) -> bytes:
+    """The reply (ack) subject as received, for the engine's NAKs and +WPIs."""
+    return msg._reply
+
+
+class WireMsg(Msg):
+    """A Msg made by the protocol parser: subject and reply as received."""
+
+    __slots__ = ()
+
+    def __init__(
+        self, subject: bytes, reply: bytes, data: bytes, conn: Optional["Connection"], hdr_raw: Optional[bytes]
+    ) -> None:
+        self._subject = subject
+        self._reply = reply
+        self.data = data
+        self._hdr_raw = hdr_raw
+        self._conn = conn
+        self._headers = None
+        self._acked = False
+        self._meta = None

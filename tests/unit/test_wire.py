@@ -48,10 +48,36 @@ def stream_bytes():
     return b"".join(out), expected
 
 
-def feed(chunks):
+class RecordingSink:
+    """A bulk sink that records messages and statuses in arrival order."""
+
+    conn = "conn"
+
+    def __init__(self):
+        self.got = []
+        self.calls = 0
+
+    @staticmethod
+    def make(subject, reply, data, conn, hdrs):
+        assert conn == "conn"
+        return (subject, reply, data, hdrs)
+
+    def on_msgs(self, msgs):
+        self.calls += 1
+        self.got.extend(msgs)
+
+    def on_status(self, hdrs):
+        self.got.append(("status", hdrs))
+
+
+def as_sink_sees(expected):
+    return [("status", e[3]) if e[0] == b"status" else e for e in expected]
+
+
+def feed(chunks, sink=None):
     nc = FakeClient()
     got = []
-    parser = FastParser(nc, {1: lambda *a: got.append(a)})
+    parser = FastParser(nc, {} if sink else {1: lambda *a: got.append(a)}, {1: sink} if sink else {})
 
     async def run():
         for chunk in chunks:
@@ -67,6 +93,21 @@ def test_whole_buffer():
     assert got == expected
     assert [g[0] for g in nc.generic] == [2] * 5
     assert nc.pings == 4
+
+
+def test_sink_gets_the_same_messages_in_bulk_with_statuses_in_order():
+    data, expected = stream_bytes()
+    sink = RecordingSink()
+    nc, _ = feed([data], sink)
+    assert sink.got == as_sink_sees(expected)
+    assert sink.calls < 20  # in bulk: once per status or PING boundary, not per message
+    assert [g[0] for g in nc.generic] == [2] * 5
+    rng = random.Random(11)
+    for _ in range(10):
+        cuts = sorted(rng.sample(range(1, len(data)), 60))
+        sink = RecordingSink()
+        feed([data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])], sink)
+        assert sink.got == as_sink_sees(expected)
 
 
 def test_every_split_point_pattern():
@@ -108,7 +149,7 @@ def test_large_message_split_over_many_reads_is_copied_once():
     data = b"MSG big 1 %d\r\n%s\r\nMSG s.1 1 2\r\nok\r\n" % (len(payload), payload)
     nc = FakeClient()
     got = []
-    parser = FastParser(nc, {1: lambda *a: got.append(a)})
+    parser = FastParser(nc, {1: lambda *a: got.append(a)}, {})
     parser.buf = CountingBuffer()
     CountingBuffer.copies = 0
 
