@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import threading
 import time
 from typing import Callable, Dict, List, Optional
@@ -57,8 +58,7 @@ def messages_loop(cons: jss.Consumer, n: int, ack: bool) -> None:
 def shared_messages(cons: jss.Consumer, n: int, ack: bool, threads: int = 16) -> None:
     """``threads`` threads iterate one messages() context, each acking what it gets."""
     counts = [0] * threads
-    total = [0]
-    lock = threading.Lock()
+    total = itertools.count(1)  # next() is atomic: a shared tally without a lock
     errors: List[BaseException] = []
 
     with cons.messages() as it:
@@ -69,10 +69,8 @@ def shared_messages(cons: jss.Consumer, n: int, ack: bool, threads: int = 16) ->
                     if ack:
                         msg.ack()
                     counts[i] += 1
-                    with lock:
-                        total[0] += 1
-                        if total[0] == n:
-                            it.stop()
+                    if next(total) == n:
+                        it.stop()
             except BaseException as exc:  # reported below, in the calling thread
                 errors.append(exc)
 

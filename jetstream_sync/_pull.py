@@ -147,9 +147,11 @@ class Receiver(Resource):
         self.pace = 0.0
         self._last_pop = 0.0
         self._run_waited = False
-        self._counter = itertools.count(1)
-        self.popped = 0  # messages taken out of the buffer (handed out or being handled)
-        self.credited = 0  # messages handed out and accounted (consume: when the handler returned)
+        self._counter = itertools.count(1)  # numbers the takes (cadence of refill checks and pace samples)
+        self._appended = 0  # messages ever put into _buf (under the lock, before the extend)
+        # consume() credits a message when its handler returns, not when taken.
+        self.explicit_credit = False
+        self._credited = 0
         # Lock-free takes (set by the engine; not in max_bytes mode, which
         # accounts bytes per message). A take numbered above refill_at finds
         # pending below the refill threshold (maintained by the engine).
@@ -174,11 +176,9 @@ class Receiver(Resource):
             except IndexError:
                 pass
             else:
-                n = self.popped = next(self._counter)
-                if credit:
-                    if n > self.refill_at:  # pending before this take is below the threshold
-                        self.engine.want_more()
-                    self.credited = n
+                n = next(self._counter)
+                if credit and n > self.refill_at:  # pending may be below the threshold
+                    self.engine.want_more()
                 if not n % _PACE_RUN:
                     with self._lock:
                         self._pace()
@@ -202,13 +202,12 @@ class Receiver(Resource):
                 buf = self._buf
                 if buf:
                     msg = buf.popleft()
-                    popped = self.popped = next(self._counter)
+                    popped = next(self._counter)
                     if waited:
                         self._run_waited = True
                     if not popped % _PACE_RUN:
                         self._pace()
                     if credit:
-                        self.credited = popped  # as the lock-free path counts
                         self.engine.took(msg)
                     if buf and self._followers:
                         self._cond.notify()
@@ -289,6 +288,9 @@ class Receiver(Resource):
             if self._state is STOPPED:
                 self.nak(item)  # never handed out
             else:
+                # Count first: a lock-free reader then errs towards "taken",
+                # which can only schedule a pull check, never skip one.
+                self._appended += len(item)
                 self._buf.extend(item)
             return None
         if isinstance(item, _Report):
@@ -297,9 +299,29 @@ class Receiver(Resource):
             self._end = item  # threads waiting on the condition see it when woken
         return None
 
+    @property
+    def popped(self) -> int:
+        """Messages taken out of the buffer (handed out or being handled).
+        Exact under the lock; without it, at most one chunk too high."""
+        return self._appended - len(self._buf)
+
+    @property
+    def credited(self) -> int:
+        """Messages handed out and accounted (consume: when the handler returned)."""
+        return self._credited if self.explicit_credit else self._appended - len(self._buf)
+
+    def credited_now(self) -> int:
+        """``credited``, read under the lock (exact): for the loop side."""
+        with self._lock:
+            return self.credited
+
+    def popped_now(self) -> int:
+        with self._lock:
+            return self.popped
+
     def _credit(self, msg: Msg) -> None:
         """Account a message handed to the user (lock held)."""
-        self.credited += 1
+        self._credited += 1
         engine = self.engine
         if engine is not None:
             engine.took(msg)
@@ -335,6 +357,7 @@ class Receiver(Resource):
                     leftover.append(buf.popleft())
                 except IndexError:
                     break
+            self._appended -= len(leftover)  # NAK'd, never handed out
             self._cond.notify_all()
         self.nak(leftover)
         if self._queue is not None:
@@ -527,7 +550,7 @@ class _Engine:
         chunk, self._chunk = self._chunk, None
         if chunk:
             stats, receiver = self._stats, self._receiver
-            buffered = self._recv_msgs - receiver.credited
+            buffered = self._recv_msgs - receiver.credited_now()
             if buffered > stats.buffered_high_water:
                 stats.buffered_high_water = buffered
             if self._count_bytes:
@@ -765,13 +788,13 @@ class PullEngine(_Engine):
 
     def _fits(self, count: int) -> bool:
         opts = self.opts
-        return not opts.max_bytes and self._recv_msgs + count - self._receiver.credited <= opts.max_messages
+        return not opts.max_bytes and self._recv_msgs + count - self._receiver.credited_now() <= opts.max_messages
 
     def _overflows(self, msg: Msg) -> bool:
         """A message beyond max_messages / max_bytes buffered (a stale pull
         still delivering after an alarm): never hold it."""
         opts = self.opts
-        if self._recv_msgs - self._receiver.credited >= opts.max_messages:
+        if self._recv_msgs - self._receiver.credited_now() >= opts.max_messages:
             self._stats.nakd_overflow += 1
             return True
         if opts.max_bytes and self._recv_bytes - self._receiver.taken_bytes + msg.size > opts.max_bytes:
@@ -808,7 +831,7 @@ class PullEngine(_Engine):
             held.append([monotonic(), self._recv_msgs - len(chunk), chunk])
 
     def _drop_taken(self, held: Deque[List[Any]]) -> None:
-        delivered = self._receiver.popped  # user side's counter; only grows
+        delivered = self._receiver.popped_now()  # only grows
         while held and held[0][1] + len(held[0][2]) <= delivered:
             held.popleft()
 
@@ -822,7 +845,7 @@ class PullEngine(_Engine):
         self._next_keepalive = now + ack_wait / 4
         held = self._held
         self._drop_taken(held)
-        delivered = self._receiver.popped
+        delivered = self._receiver.popped_now()
         old = now - ack_wait * _ACK_WAIT_SHARE
         wpi: List[Tuple[bytes, bytes]] = []
         for entry in held:

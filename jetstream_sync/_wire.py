@@ -169,7 +169,12 @@ class FastParser(Parser):
         self._need = 0
         b = bytes(buf)
         n = len(b)
-        pos = 0
+        # One split per read: a control line is one piece, and a payload
+        # without CRLF in it (the usual case) is exactly the next one; else
+        # the payload is sliced from b and its pieces skipped.
+        lines = b.split(b"\r\n")
+        last = len(lines) - 1  # lines[last] is what follows the last CRLF
+        i = pos = 0  # lines[i] starts at byte pos of b
         handlers, sinks = self._handlers, self._sinks
         nc = self.nc
         count = size_in = 0
@@ -180,55 +185,50 @@ class FastParser(Parser):
         make: Any = None
         conn: Any = None
         try:
-            while pos < n:
-                if b.startswith(b"MSG ", pos):
-                    eol = b.find(b"\r\n", pos)
-                    if eol < 0:
-                        break
-                    args = b[pos + 4 : eol].split()
-                    if len(args) == 4:
-                        subject, sid, reply, size = args
-                    elif len(args) == 3:
-                        subject, sid, size = args
-                        reply = b""
-                    else:
-                        raise ProtocolError("nats: malformed MSG")
+            while i < last:
+                line = lines[i]
+                args = line.split()
+                nargs = len(args)
+                if nargs == 5 and args[0] == b"MSG":
+                    _, subject, sid, reply, size = args
                     hsize = 0
-                elif b.startswith(b"HMSG ", pos):
-                    eol = b.find(b"\r\n", pos)
-                    if eol < 0:
-                        break
-                    args = b[pos + 5 : eol].split()
-                    if len(args) == 5:
-                        subject, sid, reply, hdr, size = args
-                    elif len(args) == 4:
-                        subject, sid, hdr, size = args
-                        reply = b""
-                    else:
-                        raise ProtocolError("nats: malformed HMSG")
+                elif nargs == 4 and args[0] == b"MSG":
+                    _, subject, sid, size = args
+                    reply = b""
+                    hsize = 0
+                elif nargs == 6 and args[0] == b"HMSG":
+                    _, subject, sid, reply, hdr, size = args
                     hsize = int(hdr)
-                elif b.startswith(b"PING\r\n", pos):
+                elif nargs == 5 and args[0] == b"HMSG":
+                    _, subject, sid, hdr, size = args
+                    reply = b""
+                    hsize = int(hdr)
+                elif line == b"PING" or line == b"PONG":
+                    i += 1
                     pos += 6
-                    self._hand_over(batches)
+                    self._hand_over(batches)  # what came before it is delivered before it
                     cur_sid = b""
-                    await nc._process_ping()
+                    await (nc._process_ping() if line == b"PING" else nc._process_pong())
                     continue
-                elif b.startswith(b"PONG\r\n", pos):
-                    pos += 6
-                    self._hand_over(batches)  # what came before the PONG is delivered before it
-                    cur_sid = b""
-                    await nc._process_pong()
-                    continue
+                elif nargs and (args[0] == b"MSG" or args[0] == b"HMSG"):
+                    raise ProtocolError("nats: malformed " + args[0].decode())
                 else:
-                    break  # INFO, -ERR, +OK or a partial line: the generic parser takes it
-                start = eol + 2
-                end = start + int(size)
+                    break  # INFO, -ERR, +OK: the generic parser takes it
+                start = pos + len(line) + 2
+                size = int(size)
+                end = start + size
                 if end + 2 > n:
                     self._need = end + 2 - pos  # after the consumed prefix is dropped below
                     break  # incomplete: the control line is parsed again with more bytes
+                payload = lines[i + 1]
+                if hsize or len(payload) != size:
+                    payload = b[start:end]
+                    i += 2 + payload.count(b"\r\n")  # the pieces the CRLFs in it made
+                else:
+                    i += 2
                 pos = end + 2
                 count += 1
-                size_in += end - start
+                size_in += size
                 if sid != cur_sid:
                     cur_sid = sid
                     isid = int(sid)
@@ -240,19 +240,20 @@ class FastParser(Parser):
                         make, conn = sink.make, sink.conn
                 if sink is not None:
                     if not hsize:
-                        batch.append(make(subject, reply, b[start:end], conn, None))
-                    elif reply or end > start + hsize or not b.startswith(b"NATS/1.0 ", start):
-                        batch.append(make(subject, reply, b[start + hsize : end], conn, b[start : start + hsize]))
+                        batch.append(make(subject, reply, payload, conn, None))
+                    elif reply or size > hsize or not payload.startswith(b"NATS/1.0 "):
+                        batch.append(make(subject, reply, payload[hsize:], conn, payload[:hsize]))
                     else:  # a status: after the messages before it
                         self._hand_over(batches)
                         cur_sid = b""
                         try:
-                            sink.on_status(b[start:end])
+                            sink.on_status(payload)
                         except Exception:  # never let a sink end the read loop
                             _log.exception("jetstream_sync: status handler failed")
                     continue
-                headers = b[start : start + hsize] if hsize else None
-                payload = b[start + hsize : end]
+                headers = payload[:hsize] if hsize else None
+                if hsize:
+                    payload = payload[hsize:]
                 handler = handlers.get(isid)
                 if handler is None:
                     await nc._process_msg(isid, subject, reply, payload, headers)

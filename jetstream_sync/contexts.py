@@ -168,6 +168,7 @@ class ConsumeContext(_Context):
             raise errors.InvalidOptionError("error_handler must be callable")
         self._handler = handler
         self._receiver = Receiver(conn, error_handler, target.api_timeout)
+        self._receiver.explicit_credit = True  # credited when the handler returns
         self._done = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"jetstream-sync-consume-{target.consumer}", daemon=True

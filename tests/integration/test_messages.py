@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -235,6 +236,37 @@ def test_threads_share_one_context(js, subj, cons):
     assert sorted(seqs) == list(range(1, 2001))  # each message to exactly one thread
     assert sum(1 for g in got if g) >= 2
     ctx.stop()
+
+
+@pytest.mark.parametrize("round_", range(4))  # the race it guards against shows in about 1 run of 5
+def test_sixteen_iterating_threads_never_stall_and_share_exactly_once(js, subj, cons, round_):
+    """Lock-free takes from 16 threads: the pending count the engine derives
+    from them must never lag (a lagging count stops the pulls: a stall)."""
+    n = 30_000
+    publish(js, subj, n, b"p")
+    seen = [[] for _ in range(16)]
+    total = itertools.count(1)
+    all_in = threading.Event()
+    with cons.messages() as ctx:
+
+        def worker(i):
+            for msg in ctx:
+                seen[i].append(msg.metadata.sequence.stream)
+                msg.ack()
+                if next(total) == n:
+                    all_in.set()
+
+        threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(16)]
+        for t in threads:
+            t.start()
+        finished = all_in.wait(60)
+        ctx.stop()
+        for t in threads:
+            t.join(10)
+    seqs = sorted(s for g in seen for s in g)
+    assert finished, f"stalled after {len(seqs)} of {n} messages"
+    assert seqs == list(range(1, n + 1))  # each message to exactly one thread
+    assert not any(t.is_alive() for t in threads)
 
 
 def test_stop_wakes_every_blocked_thread(cons):

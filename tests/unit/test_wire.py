@@ -45,6 +45,14 @@ def stream_bytes():
             expected.append((b"status", b"", b"", status))
         if i % 40 == 0:
             out.append(b"MSG other 2 3\r\nabc\r\n")  # not ours: nats-py's path
+        if i % 45 == 7:
+            # Payloads that look like protocol: CRLFs inside, at the ends, a fake control line.
+            for data in (b"\r\n", b"a\r", b"\nb", b"\r\r\n\n", b"x\r\nMSG s.1 1 3\r\nabc\r\nPING\r\n", b"\r\n\r\n"):
+                out.append(b"MSG tricky 1 r.t %d\r\n%s\r\n" % (len(data), data))
+                expected.append((b"tricky", b"r.t", data, None))
+                hdr = b"NATS/1.0\r\nX: \r\r\n\r\n"
+                out.append(b"HMSG tricky 1 r.t %d %d\r\n%s%s\r\n" % (len(hdr), len(hdr) + len(data), hdr, data))
+                expected.append((b"tricky", b"r.t", data, hdr))
     return b"".join(out), expected
 
 
