@@ -25,7 +25,7 @@ import textwrap
 import time
 from typing import Callable, Dict, List, Optional
 
-from _common import (Meter, Result, Sample, build_go, print_pairs, print_table, run_go, run_rounds, save,
+from _common import (Meter, Result, Sample, build_go, print_pairs, print_table, run_go, save,
                      start_server)
 
 import jetstream_sync as jss

@@ -1,18 +1,13 @@
-"""JetStream publish: headers, PubAck parsing, ADR-22 retries, and the
-windowed asynchronous publisher behind ``JetStream.publish_async``."""
+"""JetStream publish: the headers and the checks made in the calling thread
+(the windowed publisher, with PubAck parsing and ADR-22 retries, is in
+``_publisher``)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING, Dict, Optional
 
-import nats.errors as _nerr
-
 from . import errors, options
-from ._publisher import RETRY_ATTEMPTS, RETRY_WAIT, parse_puback
-from ._wire import translate
-from .models import PubAck
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._connection import Connection
@@ -52,26 +47,6 @@ def publish_headers(
                 raise errors.InvalidOptionError(f"{arg} must be a sequence number (int >= 0), got {seq!r}")
             out[key] = str(seq)
     return out or None
-
-
-async def publish_with_retry(
-    conn: "Connection", subject: str, data: bytes, headers: Optional[Dict[str, str]], timeout: float
-) -> PubAck:
-    """One JetStream publish as request/reply, retried on 503 (ADR-22)."""
-    for attempt in range(RETRY_ATTEMPTS + 1):
-        try:
-            msg = await conn.request(subject, data, timeout, headers)
-        except _nerr.NoRespondersError as exc:
-            if attempt == RETRY_ATTEMPTS:
-                raise errors.NoRespondersError(f"no stream answered a publish to {subject!r}") from exc
-            await asyncio.sleep(RETRY_WAIT)
-            continue
-        except _nerr.TimeoutError as exc:
-            raise errors.TimeoutError(f"no publish acknowledgement for {subject!r} within {timeout}s") from exc
-        except _nerr.Error as exc:
-            raise translate(exc) from exc
-        return parse_puback(msg.data)
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def check_publish(conn: "Connection", subject: str, payload: bytes, headers: Optional[Dict[str, str]]) -> bytes:

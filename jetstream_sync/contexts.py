@@ -3,7 +3,6 @@ ConsumeContext (handler on a worker thread) and FetchResult (one pull)."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
