@@ -109,8 +109,10 @@ def fill_stream(url: str, stream: str, subject: str, count: int, size: int, stor
             js.delete_stream(stream)
         js.create_stream(name=stream, subjects=[subject], storage=storage)
         payload = b"x" * size
+        # At most ~32 MiB in flight, so large messages do not pile up behind the server's disk.
+        js.set_publish_async_max_pending(max(1, min(4000, (32 << 20) // max(size, 1))))
         for start in range(0, count, 50_000):
-            futures = [js.publish_async(subject, payload) for _ in range(min(50_000, count - start))]
+            futures = [js.publish_async(subject, payload, timeout=120) for _ in range(min(50_000, count - start))]
             if not js.publish_async_complete(timeout=300):
                 raise RuntimeError("fill: publish acknowledgements did not arrive")
             for f in futures:

@@ -135,6 +135,7 @@ class Connection:
         # every other call send them first (an ack precedes a later request).
         self.outbox = AckOutbox(self)
         self._publisher: Optional[AsyncPublisher] = None
+        self._requester: Optional[AsyncPublisher] = None  # core request/reply, same machinery
         self._publisher_lock = threading.Lock()
         # Live resources; _state_lock makes "register" and "closing" exclusive,
         # so nothing registers after close() collected them.
@@ -413,8 +414,9 @@ class Connection:
 
     def _permission_denied(self, kind: str, subject: str, err: BaseException) -> None:
         subject = subject.lower()
-        if self._publisher is not None:
-            self._publisher.denied(kind, subject, err)
+        for pub in (self._publisher, self._requester):
+            if pub is not None:
+                pub.denied(kind, subject, err)
         hit = set(self._perm_watchers.get(subject, ()))
         if kind == "subscription":  # a reply inbox ("_INBOX.x.*") covers the requests on it
             for watched, callbacks in list(self._perm_watchers.items()):
@@ -538,6 +540,17 @@ class Connection:
                 pub = self._publisher
         return pub
 
+    def requester(self, make_reply: Callable[[bytes, bytes, bytes, Any, Optional[bytes]], Any]) -> AsyncPublisher:
+        """The connection's pipelined core requests (one reply inbox; each
+        reply made into a message by ``make_reply``), made on first use."""
+        req = self._requester
+        if req is None:
+            with self._publisher_lock:
+                if self._requester is None:
+                    self._requester = AsyncPublisher(self, make_reply=make_reply)
+                req = self._requester
+        return req
+
     @property
     def has_publisher(self) -> bool:
         return self._publisher is not None
@@ -660,9 +673,9 @@ class Connection:
     async def send_batched(self) -> None:
         """Loop thread: send every queued ack and publish now."""
         await self.outbox.send_queued()
-        pub = self._publisher
-        if pub is not None:
-            await pub.send_queued()
+        for pub in (self._publisher, self._requester):
+            if pub is not None:
+                await pub.send_queued()
 
     async def round_trip(self, timeout: float) -> bool:
         """Loop thread: a PING/PONG round trip, so that whatever the server
@@ -725,6 +738,8 @@ class Connection:
             # PubAcks (bounded), so a stored message is never reported failed.
             pub.refuse_new()
             pub.wait_complete(timeout / 2)
+        if self._requester is not None:
+            self._requester.refuse_new()  # requests in flight fail when the connection closes
         error = errors.ConnectionClosedError("the client was drained" if drain else "the client was closed")
         try:
             for res in resources:

@@ -28,6 +28,15 @@ def publish_headers(
     expected_last_msg_id: Optional[str],
 ) -> Optional[Dict[str, str]]:
     """User headers plus the ``Nats-Msg-Id`` / ``Nats-Expected-*`` ones."""
+    if (
+        headers is None
+        and msg_id is None
+        and expected_stream is None
+        and expected_last_seq is None
+        and expected_last_subject_seq is None
+        and expected_last_msg_id is None
+    ):
+        return None  # the common case, once per publish
     out = dict(headers) if headers else {}
     for key, arg, value in (
         ("Nats-Msg-Id", "msg_id", msg_id),

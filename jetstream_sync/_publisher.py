@@ -10,7 +10,7 @@ import json
 import re
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional
 
 from . import errors
 from ._wire import Batcher, subject_covers, translate
@@ -33,10 +33,19 @@ _PENDING, _FINISHED = _futures_base.PENDING, _futures_base.FINISHED
 _PLAIN_ACK = re.compile(rb'\{"stream":"([^"\\]+)",\s*"seq":(\d+)\}\s*')
 
 
+_NAMES: Dict[bytes, str] = {}  # stream names as received -> str (a few per process)
+
+
 def parse_puback(data: bytes) -> PubAck:
     plain = _PLAIN_ACK.fullmatch(data)
     if plain is not None:  # the usual reply, without a JSON parse
-        return PubAck(plain.group(1).decode(), int(plain.group(2)))
+        stream, seq = plain.groups()
+        name = _NAMES.get(stream)
+        if name is None:
+            name = stream.decode()
+            if len(_NAMES) < 256:
+                _NAMES[stream] = name
+        return PubAck(name, int(seq))
     try:
         resp = json.loads(data)
     except ValueError:
@@ -149,9 +158,18 @@ class AsyncPublisher(Batcher):
     BATCH = 64
     DELAY = 0.002
 
-    def __init__(self, conn: "Connection", max_pending: int = DEFAULT_MAX_PENDING) -> None:
+    def __init__(
+        self,
+        conn: "Connection",
+        max_pending: int = DEFAULT_MAX_PENDING,
+        make_reply: Optional[Callable[[bytes, bytes, bytes, Any, Optional[bytes]], Any]] = None,
+    ) -> None:
         super().__init__(conn.loop_thread)
         self._conn = conn
+        # None: JetStream publishes, resolved with PubAcks (503 retried, ADR-22).
+        # Else core requests, resolved with make_reply(subject, reply, data, conn, headers).
+        self._make_reply = make_reply
+        self._awaited = "publish acknowledgement" if make_reply is None else "reply"
         self._max = self._check_max(max_pending)
         self._inflight: Dict[bytes, _Pending] = {}
         self._prefix = b""
@@ -314,6 +332,9 @@ class AsyncPublisher(Batcher):
         if not data and headers is not None and headers.startswith(b"NATS/1.0 503"):
             self._no_responders(entry)
             return
+        if self._make_reply is not None:
+            self._done(entry, self._make_reply(subject, reply, data, self._conn, headers), None)
+            return
         try:
             ack = parse_puback(data)
         except errors.JetStreamError as exc:
@@ -322,6 +343,9 @@ class AsyncPublisher(Batcher):
             self._done(entry, ack, None)
 
     def _no_responders(self, entry: _Pending) -> None:
+        if self._make_reply is not None:
+            self._fail(entry, errors.NoRespondersError(f"no responders for a request to {entry.subject!r}"))
+            return
         if entry.attempt < RETRY_ATTEMPTS:  # ADR-22: try again shortly
             entry.attempt += 1
             asyncio.get_running_loop().call_later(RETRY_WAIT, self._resend, entry)
@@ -339,7 +363,7 @@ class AsyncPublisher(Batcher):
         expired = [t for t, e in self._inflight.items() if e.deadline <= now]
         for token in expired:
             entry = self._inflight.pop(token)
-            self._fail(entry, errors.TimeoutError(f"no publish acknowledgement for {entry.subject!r}"))
+            self._fail(entry, errors.TimeoutError(f"no {self._awaited} for {entry.subject!r}"))
         if self._inflight:
             self._sweep_handle = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL, self._sweep)
 
@@ -385,7 +409,7 @@ class AsyncPublisher(Batcher):
     def _fail(self, entry: _Pending, exc: BaseException) -> None:
         self._done(entry, None, exc)
 
-    def _done(self, entry: _Pending, ack: Optional[PubAck], exc: Optional[BaseException]) -> None:
+    def _done(self, entry: _Pending, ack: Any, exc: Optional[BaseException]) -> None:
         future = entry.future
         try:
             if exc is not None:
@@ -404,9 +428,16 @@ class AsyncPublisher(Batcher):
                 self._cond.notify_all()
 
 
+_SUBJECTS: Dict[str, bytes] = {}  # encoded subjects, for the few a program publishes to
+
+
 def _command(entry: _Pending, reply: bytes) -> bytes:
     """The PUB (or HPUB) line of a queued publish."""
-    subject, data = entry.subject.encode(), entry.data
+    subject, data = _SUBJECTS.get(entry.subject), entry.data
+    if subject is None:
+        subject = entry.subject.encode()
+        if len(_SUBJECTS) < 1024:
+            _SUBJECTS[entry.subject] = subject
     hdr = entry.hdr
     if not hdr:
         return b"PUB %s %s %d\r\n%s\r\n" % (subject, reply, len(data), data)

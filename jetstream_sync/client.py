@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import threading
 from typing import TYPE_CHECKING, Any, Deque, Dict, Iterator, List, Optional, Union
 
@@ -143,11 +144,12 @@ class Client:
         hdr = options.header_block(headers) if headers else b""
         options.control_line(subject, "_INBOX." + "x" * 44)
         options.payload_size(len(hdr) + len(payload), conn.max_payload)
-        return conn.run(self._arequest(subject, payload, t, headers), t + 1.0)
-
-    async def _arequest(self, subject: str, data: bytes, timeout: float, headers: Optional[Dict[str, str]]) -> Msg:
-        m = await self._conn.request(subject, data, timeout, headers)
-        return Msg(m.subject, m.reply, m.data, m.headers, self._conn)
+        # Pipelined like publish_async: one shared reply inbox, no task per call.
+        future = conn.requester(WireMsg).publish(subject, payload, headers, hdr, t)
+        try:
+            return future.result(t + 1.0)  # type: ignore[return-value]  # the requester times it out first
+        except concurrent.futures.TimeoutError:
+            raise errors.TimeoutError(f"no reply for {subject!r} within {t}s") from None
 
     def subscribe(
         self,
