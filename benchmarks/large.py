@@ -2,7 +2,7 @@
 
     python benchmarks/large.py [--sizes 128,16384,1048576,8388608] [--mib 192] [--runs 3]
 
-For each size the stream holds about ``--mib`` MiB (at least 2,000 and at most
+For each size the stream holds about ``--mib`` MiB (at least 16 and at most
 100,000 messages), file storage. Both sides pull the same batch — 500
 messages, or as many as fit in 16 MiB — and ack every message:
   (m) messages(max_messages=B) + ack  |  (n) nats-py pull_subscribe().fetch(B) + ack
@@ -49,7 +49,7 @@ def main() -> None:
         js = nc.jetstream()
         meter = Meter(server)
         for size in sizes:
-            n = max(2_000, min(100_000, args.mib * MIB // size))
+            n = max(16, min(100_000, args.mib * MIB // size))
             batch = batch_for(size)
             fill_stream(server.url, STREAM, SUBJECT, n, size)
 

@@ -246,7 +246,13 @@ class Receiver(Resource):
                     self.waiting -= 1
                 report = self._absorb(item)
                 if self._followers:
-                    self._cond.notify_all()
+                    if isinstance(item, list) and self._end is None and self._state is not STOPPED:
+                        # A chunk: wake one; each taker wakes the next while
+                        # messages remain, so threads that would find the
+                        # buffer already empty sleep on (no herd per chunk).
+                        self._cond.notify()
+                    else:
+                        self._cond.notify_all()
                 if report is not None:
                     lock.release()
                     try:

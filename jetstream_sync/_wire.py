@@ -135,6 +135,10 @@ class _Done:
 _DONE = _Done()
 
 
+_MAX_CONTROL = 4096  # a bound for finding a control line's end (longer ones are still found)
+_SPLIT_BELOW = 4096  # payload size below which a read is split at once
+
+
 class FastParser(Parser):
     """nats-py's protocol parser with a fast path for MSG and HMSG.
 
@@ -167,14 +171,22 @@ class FastParser(Parser):
         if len(buf) < self._need:
             return
         self._need = 0
-        b = bytes(buf)
-        n = len(b)
-        # One split per read: a control line is one piece, and a payload
-        # without CRLF in it (the usual case) is exactly the next one; else
-        # the payload is sliced from b and its pieces skipped.
-        lines = b.split(b"\r\n")
-        last = len(lines) - 1  # lines[last] is what follows the last CRLF
-        i = pos = 0  # lines[i] starts at byte pos of b
+        n = len(buf)
+        find = buf.find
+        i = pos = 0
+        # Small messages: one split per read, a control line is one piece and
+        # a payload without CRLF (the usual case) is exactly the next one; else
+        # the payload is sliced from b and its pieces skipped. Large ones: the
+        # split would scan every payload byte (~1 ns each), so control lines
+        # are found one by one with a bounded search instead.
+        first = buf[: max(find(b"\r\n", 0, _MAX_CONTROL), 0)]
+        size0 = first[first.rfind(b" ") + 1 :]  # the first message's size
+        split = size0.isdigit() and int(size0) < _SPLIT_BELOW
+        # Small messages work on one bytes copy of the read; large ones slice
+        # each payload straight out of the buffer (one copy, not two).
+        b: Any = bytes(buf) if split else memoryview(buf)
+        lines = b.split(b"\r\n") if split else []
+        last = len(lines) - 1 if split else 1 << 62  # lines[last] is what follows the last CRLF
         handlers, sinks = self._handlers, self._sinks
         nc = self.nc
         count = size_in = 0
@@ -185,8 +197,16 @@ class FastParser(Parser):
         make: Any = None
         conn: Any = None
         try:
-            while i < last:
-                line = lines[i]
+            while i < last and pos < n:
+                if split:
+                    line = lines[i]
+                else:
+                    eol = find(b"\r\n", pos, pos + _MAX_CONTROL)
+                    if eol < 0:
+                        eol = find(b"\r\n", pos)  # a longer line than any server sends by default
+                        if eol < 0:
+                            break
+                    line = bytes(b[pos:eol])
                 args = line.split()
                 nargs = len(args)
                 if nargs == 5 and args[0] == b"MSG":
@@ -220,11 +240,13 @@ class FastParser(Parser):
                 if end + 2 > n:
                     self._need = end + 2 - pos  # after the consumed prefix is dropped below
                     break  # incomplete: the control line is parsed again with more bytes
-                payload = lines[i + 1]
-                if hsize or len(payload) != size:
+                if not split:
+                    payload = bytes(b[start:end])
+                elif hsize or len(lines[i + 1]) != size:
                     payload = b[start:end]
                     i += 2 + payload.count(b"\r\n")  # the pieces the CRLFs in it made
                 else:
+                    payload = lines[i + 1]
                     i += 2
                 pos = end + 2
                 count += 1
@@ -265,6 +287,8 @@ class FastParser(Parser):
                     _log.exception("jetstream_sync: message handler failed")
         finally:
             self._hand_over(batches)
+            if not split:
+                b.release()  # the buffer can be resized again
         del buf[:pos]
         if count:
             nc.stats["in_msgs"] += count

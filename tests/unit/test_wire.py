@@ -118,6 +118,28 @@ def test_sink_gets_the_same_messages_in_bulk_with_statuses_in_order():
         assert sink.got == as_sink_sees(expected)
 
 
+def with_large_first(data, expected):
+    """The same stream behind one 5000-byte message: the parser then finds
+    control lines one by one instead of splitting the read (large-message mode)."""
+    big = bytes(range(256)) * 20 + b"\r\nMSG fake 1 3\r\nabc\r\n"
+    head = b"MSG big 1 r.b %d\r\n%s\r\n" % (len(big), big)
+    return head + data, [(b"big", b"r.b", big, None)] + expected
+
+
+def test_large_message_mode_parses_the_same():
+    data, expected = with_large_first(*stream_bytes())
+    nc, got = feed([data])
+    assert got == expected
+    sink = RecordingSink()
+    feed([data], sink)
+    assert sink.got == as_sink_sees(expected)
+    rng = random.Random(5)
+    for _ in range(10):
+        cuts = sorted(rng.sample(range(1, len(data)), 60))
+        nc, got = feed([data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])])
+        assert got == expected
+
+
 def test_every_split_point_pattern():
     data, expected = stream_bytes()
     rng = random.Random(7)
