@@ -227,7 +227,7 @@ def run_rounds(
 
 
 def environment() -> Dict[str, object]:
-    import nats
+    import nats.aio.client
 
     from jetstream_sync import __version__
 
@@ -235,7 +235,7 @@ def environment() -> Dict[str, object]:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
-        "nats_py": getattr(nats, "__version__", "?"),
+        "nats_py": getattr(nats.aio.client, "__version__", "?"),
         "jetstream_sync": __version__,
         "time": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
