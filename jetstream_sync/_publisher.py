@@ -113,7 +113,8 @@ class PubAckFuture(concurrent.futures.Future):  # type: ignore[type-arg]
             self._result = result
             self._exception = exception
             self._state = _FINISHED
-        self._invoke_callbacks()
+        if self._done_callbacks:
+            self._invoke_callbacks()
         return True
 
     def set_result(self, result: Any) -> None:
@@ -129,14 +130,19 @@ class PubAckFuture(concurrent.futures.Future):  # type: ignore[type-arg]
             if self._exception is not None:
                 raise self._exception
             return self._result  # type: ignore[return-value]
-        self._publisher.kick_quietly()
+        self._before_wait()
         return super().result(timeout)  # type: ignore[no-any-return]
 
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
         if self._state == _FINISHED:
             return self._exception
-        self._publisher.kick_quietly()
+        self._before_wait()
         return super().exception(timeout)
+
+    def _before_wait(self) -> None:
+        # The loop thread resolves this future: waiting on it there never ends.
+        self._publisher.check_not_loop_thread()
+        self._publisher.kick_quietly()
 
 
 class AsyncPublisher(Batcher):
@@ -205,6 +211,13 @@ class AsyncPublisher(Batcher):
         """Publishes queued or awaiting their PubAck."""
         return self._submitted - self._completed
 
+    def check_not_loop_thread(self) -> None:
+        if self._conn.loop_thread.in_loop_thread():
+            raise errors.DeadlockError(
+                "waiting for a publish acknowledgement or reply on the client's event-loop thread "
+                "(for example inside an asyncio callback) would deadlock"
+            )
+
     def kick_quietly(self) -> None:
         """kick(), but a closed or forked connection is not the caller's error here."""
         try:
@@ -215,8 +228,7 @@ class AsyncPublisher(Batcher):
     def publish(
         self, subject: str, data: bytes, headers: Optional[Dict[str, str]], hdr: bytes, timeout: float
     ) -> "concurrent.futures.Future[PubAck]":
-        conn = self._conn
-        conn.check()
+        """Queue one publish (the caller has checked the connection and the arguments)."""
         if self._sid is None:
             self._setup()
         deadline = time.monotonic() + timeout

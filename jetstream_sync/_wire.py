@@ -196,6 +196,7 @@ class FastParser(Parser):
         batch: List[Any] = []
         make: Any = None
         conn: Any = None
+        handler: Optional[Handler] = None
         try:
             while i < last and pos < n:
                 if split:
@@ -260,6 +261,8 @@ class FastParser(Parser):
                         if batch is None:
                             batch = batches[sink] = []
                         make, conn = sink.make, sink.conn
+                    else:
+                        handler = handlers.get(isid)
                 if sink is not None:
                     if not hsize:
                         batch.append(make(subject, reply, payload, conn, None))
@@ -273,10 +276,11 @@ class FastParser(Parser):
                         except Exception:  # never let a sink end the read loop
                             _log.exception("jetstream_sync: status handler failed")
                     continue
-                headers = payload[:hsize] if hsize else None
                 if hsize:
+                    headers: Optional[bytes] = payload[:hsize]
                     payload = payload[hsize:]
-                handler = handlers.get(isid)
+                else:
+                    headers = None
                 if handler is None:
                     await nc._process_msg(isid, subject, reply, payload, headers)
                     cur_sid = b""  # it may have (un)registered sids

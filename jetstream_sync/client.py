@@ -138,12 +138,15 @@ class Client:
         """
         conn = self._conn
         conn.check()
+        conn.loop_thread.check_usable()  # a blocking call: never on the loop thread
         t = options.duration("timeout", timeout)
         payload = as_bytes(data)
         options.subject(subject)
         hdr = options.header_block(headers) if headers else b""
         options.control_line(subject, "_INBOX." + "x" * 44)
         options.payload_size(len(hdr) + len(payload), conn.max_payload)
+        if conn.outbox.has_queued():
+            conn.outbox.kick()  # acks queued before this call go out first
         # Pipelined like publish_async: one shared reply inbox, no task per call.
         future = conn.requester(WireMsg).publish(subject, payload, headers, hdr, t)
         try:

@@ -397,6 +397,7 @@ class JetStream:
         """
         conn = self._conn
         conn.check()
+        conn.loop_thread.check_usable()  # a blocking call: never on the loop thread
         t = self._timeout if timeout is None else options.duration("timeout", timeout)
         hdrs = publish_headers(
             headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id

@@ -108,6 +108,35 @@ def test_blocking_call_from_loop_thread_raises(nc):
     nc.publish("x", b"still fine")
 
 
+def test_blocking_publish_request_and_result_on_the_loop_thread_raise_at_once(nc, js, stream, subj):
+    """They wait for the loop thread to deliver a reply: there, they would block it for good."""
+    future = js.publish_async(subj, b"queued")
+    seen = {}
+    done = threading.Event()
+
+    def on_loop():
+        for name, call in (
+            ("publish", lambda: js.publish(subj, b"1")),
+            ("request", lambda: nc.request("svc.none", b"1", timeout=1)),
+            ("result", lambda: js.publish_async(subj, b"2").result(1)),
+        ):
+            start = time.monotonic()
+            try:
+                call()
+            except BaseException as exc:
+                seen[name] = (exc, time.monotonic() - start)
+        done.set()
+
+    nc._conn.loop_thread.call_soon(on_loop)
+    assert done.wait(10)
+    for name in ("publish", "request", "result"):
+        exc, took = seen[name]
+        assert isinstance(exc, jss.DeadlockError), (name, exc)
+        assert took < 0.5, (name, took)
+    assert future.result(5).seq >= 1  # the client is unharmed
+    assert js.publish(subj, b"after").seq >= 2
+
+
 def test_process_that_forgets_close_exits_quickly(server):
     proc = run_script(
         """

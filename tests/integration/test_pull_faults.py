@@ -254,3 +254,48 @@ def test_giving_up_reconnecting_ends_iteration(private_server):
     assert cc.wait(15)
     assert isinstance(errors[-1], jss.ConnectionClosedError)
     nc.close()
+
+
+def test_blocking_publish_and_request_across_a_server_restart(private_server):
+    """Both go through the pipelined publisher/requester: a restart never
+    leaves a call waiting past its timeout, and both work again afterwards."""
+    nc = jss.connect(private_server.url, **RECONNECT)
+    try:
+        js = nc.jetstream()
+        js.create_stream(name="RS", subjects=["rs.>"], storage="file")
+        responder = nc.subscribe("svc.echo")
+
+        def answer():
+            for msg in responder:
+                nc.publish(msg.reply, msg.data)
+
+        threading.Thread(target=answer, daemon=True).start()
+        assert nc.request("svc.echo", b"before", timeout=5).data == b"before"
+        assert js.publish("rs.a", b"before").seq == 1
+
+        outcomes = []
+        stop = threading.Event()
+
+        def caller():
+            while not stop.is_set():
+                start = time.monotonic()
+                try:
+                    js.publish("rs.a", b"during", timeout=1)
+                    nc.request("svc.echo", b"during", timeout=1)
+                    outcomes.append(("ok", time.monotonic() - start))
+                except (jss.TimeoutError, jss.NoRespondersError, jss.ConnectionClosedError) as exc:
+                    outcomes.append((type(exc).__name__, time.monotonic() - start))
+
+        t = threading.Thread(target=caller, daemon=True)
+        t.start()
+        private_server.restart()
+        mark = len(outcomes)  # calls made once the server is back
+        wait_until(lambda: any(o[0] == "ok" for o in outcomes[mark + 1 :]), timeout=30)
+        stop.set()
+        t.join(10)
+        assert not t.is_alive()
+        assert max(took for _, took in outcomes) < 2 * 1 + 1.5  # two calls of timeout 1 s, plus slack
+        assert nc.request("svc.echo", b"after", timeout=5).data == b"after"
+        assert js.publish("rs.a", b"after").seq >= 2
+    finally:
+        nc.close()
