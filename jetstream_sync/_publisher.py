@@ -226,9 +226,17 @@ class AsyncPublisher(Batcher):
             pass
 
     def publish(
-        self, subject: str, data: bytes, headers: Optional[Dict[str, str]], hdr: bytes, timeout: float
+        self,
+        subject: str,
+        data: bytes,
+        headers: Optional[Dict[str, str]],
+        hdr: bytes,
+        timeout: float,
+        now: bool = False,
     ) -> "concurrent.futures.Future[PubAck]":
-        """Queue one publish (the caller has checked the connection and the arguments)."""
+        """Queue one publish (the caller has checked the connection and the
+        arguments). ``now``: the caller is about to wait for it, so send it at
+        once (one wake-up of the loop, not a timer and then a kick)."""
         if self._sid is None:
             self._setup()
         deadline = time.monotonic() + timeout
@@ -254,7 +262,10 @@ class AsyncPublisher(Batcher):
             self._submitted += 1
             self._queue.append(entry)
         try:
-            self.queued()
+            if now:
+                self.kick()
+            else:
+                self.queued()
         except errors.JetStreamError as exc:  # the loop is gone: fail this one here
             try:
                 self._queue.remove(entry)

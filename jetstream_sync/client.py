@@ -148,7 +148,7 @@ class Client:
         if conn.outbox.has_queued():
             conn.outbox.kick()  # acks queued before this call go out first
         # Pipelined like publish_async: one shared reply inbox, no task per call.
-        future = conn.requester(WireMsg).publish(subject, payload, headers, hdr, t)
+        future = conn.requester(WireMsg).publish(subject, payload, headers, hdr, t, now=True)
         try:
             return future.result(t + 1.0)  # type: ignore[return-value]  # the requester times it out first
         except concurrent.futures.TimeoutError:

@@ -409,7 +409,7 @@ class JetStream:
         # before this call go out first.
         if conn.outbox.has_queued():
             conn.outbox.kick()
-        future = conn.publisher().publish(subject, payload, hdrs, hdr, t)
+        future = conn.publisher().publish(subject, payload, hdrs, hdr, t, now=True)
         try:
             return future.result(t + 1.0)  # the publisher fails it at its deadline first
         except concurrent.futures.TimeoutError:
