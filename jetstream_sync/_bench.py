@@ -258,12 +258,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error(f"--stream: {exc}")
     steps = ["pub", "consume"] if args.what == "both" else [args.what]
     modes = {}
+    allowed = {"pub": ("async", "sync"), "consume": ("messages", "fetch")}
+    if args.mode is not None and not any(args.mode in allowed[step] for step in steps):
+        parser.error(f"--mode: one of {', '.join(m for step in steps for m in allowed[step])}")
     for step in steps:
-        allowed = ("async", "sync") if step == "pub" else ("messages", "fetch")
-        mode = args.mode or allowed[0]
-        if mode not in allowed:
-            parser.error(f"--mode for {step}: one of {', '.join(allowed)}")
-        modes[step] = mode
+        # With `both`, --mode picks the mode of the step it names; the other keeps its default.
+        modes[step] = args.mode if args.mode in allowed[step] else allowed[step][0]
     if args.what == "both" and not args.embedded:
         parser.error("`bench both` needs --embedded (it would publish into your stream)")
     server: Optional[NatsServer] = None

@@ -54,6 +54,11 @@ def test_both_on_an_embedded_server():
     assert proc.returncode == 0, proc.stderr
     pub, cons = results_of(proc)
     assert pub["count"] == cons["count"] == 2000
+    # --mode names the mode of one step; the other keeps its default.
+    proc = bench("both", "--embedded", "-n", "500", "--mode", "sync", "--json")
+    assert proc.returncode == 0, proc.stderr
+    pub, cons = results_of(proc)
+    assert (pub["mode"], cons["mode"]) == ("sync", "messages") and cons["count"] == 500
 
 
 def test_bad_arguments_are_refused_before_connecting():
@@ -64,6 +69,7 @@ def test_bad_arguments_are_refused_before_connecting():
         (("consume", "--timeout", "0"), "--timeout"),
         (("both",), "--embedded"),
         (("pub", "--mode", "fetch", "--embedded"), "--mode"),
+        (("both", "--mode", "bogus", "--embedded"), "--mode"),
     ]:
         proc = bench(*args, "--server", "nats://127.0.0.1:1", timeout=60)
         assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
