@@ -49,8 +49,7 @@ class AckOutbox(Batcher):
     DELAY = 0.005
 
     def __init__(self, conn: "Connection") -> None:
-        super().__init__(conn.loop_thread)
-        self.conn = conn
+        super().__init__(conn)
         self.errors = 0
         # Set by close() before its last send: later acks are refused. put()
         # looks again after its append (see there), so none is left behind.
@@ -115,11 +114,7 @@ class AckOutbox(Batcher):
                 pass  # no loop any more: close() sends or counts what is queued
 
     def _send(self, queue: Deque[Tuple[Subject, bytes]]) -> None:
-        """Publish everything queued (loop thread)."""
-        conn = self.conn
-        if not conn.fast:
-            conn.loop_thread.loop.create_task(self._publish_each())
-            return
+        """Publish everything queued (loop thread, fast paths)."""
         parts = []
         tails = _TAILS
         while queue:
@@ -128,7 +123,7 @@ class AckOutbox(Batcher):
                 b"PUB " + (subject if isinstance(subject, bytes) else subject.encode()) + (tails.get(payload) or _tail(payload))
             )
         self.last_sent = (subject, payload)
-        if not conn.send_commands(b"".join(parts)):
+        if not self.conn.send_commands(b"".join(parts)):
             self._lost(len(parts), "the connection is closed or its reconnect buffer is full")
 
     def drop_unsent(self) -> None:
@@ -148,12 +143,6 @@ class AckOutbox(Batcher):
         # The server redelivers after AckWait; say so rather than drop silently.
         self.errors += count
         _log.warning("%d ack(s) not sent: %s", count, why)
-
-    async def send_queued(self) -> None:
-        if self.conn.fast:
-            self._send_now()
-        else:
-            await self._publish_each()
 
     async def _publish_each(self) -> None:
         """Without the fast paths: nats-py's publish, one by one. Popping and

@@ -170,8 +170,7 @@ class AsyncPublisher(Batcher):
         max_pending: int = DEFAULT_MAX_PENDING,
         make_reply: Optional[Callable[[bytes, bytes, bytes, Any, Optional[bytes]], Any]] = None,
     ) -> None:
-        super().__init__(conn.loop_thread)
-        self._conn = conn
+        super().__init__(conn)
         # None: JetStream publishes, resolved with PubAcks (503 retried, ADR-22).
         # Else core requests, resolved with make_reply(subject, reply, data, conn, headers).
         self._make_reply = make_reply
@@ -212,7 +211,7 @@ class AsyncPublisher(Batcher):
         return self._submitted - self._completed
 
     def check_not_loop_thread(self) -> None:
-        if self._conn.loop_thread.in_loop_thread():
+        if self.conn.loop_thread.in_loop_thread():
             raise errors.DeadlockError(
                 "waiting for a publish acknowledgement or reply on the client's event-loop thread "
                 "(for example inside an asyncio callback) would deadlock"
@@ -275,6 +274,21 @@ class AsyncPublisher(Batcher):
                 self._done(entry, None, exc)
         return future
 
+    def publish_and_wait(
+        self, subject: str, data: bytes, headers: Optional[Dict[str, str]], hdr: bytes, timeout: float
+    ) -> Any:
+        """A blocking publish (or request): sent at once, behind the acks
+        queued before it; the PubAck (or reply) within ``timeout``."""
+        self.check_not_loop_thread()
+        outbox = self.conn.outbox
+        if outbox.has_queued():
+            outbox.kick()
+        future = self.publish(subject, data, headers, hdr, timeout, now=True)
+        try:
+            return future.result(timeout + 1.0)  # the sweeper fails it at its deadline first
+        except concurrent.futures.TimeoutError:
+            raise errors.TimeoutError(f"no {self._awaited} for {subject!r} within {timeout}s") from None
+
     def wait_complete(self, timeout: Optional[float]) -> bool:
         self.kick_quietly()
         with self._cond:
@@ -288,10 +302,10 @@ class AsyncPublisher(Batcher):
         """The reply subscription, on first use."""
         with self._setup_lock:
             if self._sid is None:
-                self._conn.run(self._asetup(), 10.0)
+                self.conn.run(self._asetup(), 10.0)
 
     async def _asetup(self) -> None:
-        conn = self._conn
+        conn = self.conn
         prefix = conn.new_inbox() + "."
         self._prefix = prefix.encode()
         self._sid = await conn.subscribe(prefix + "*", self._on_reply)
@@ -299,10 +313,6 @@ class AsyncPublisher(Batcher):
     # -- loop side ------------------------------------------------------------
 
     def _send(self, queue: Deque[_Pending]) -> None:
-        conn = self._conn
-        if not conn.fast:
-            conn.loop_thread.loop.create_task(self._publish_each())
-            return
         parts = []
         sent = []
         prefix = self._prefix
@@ -311,7 +321,7 @@ class AsyncPublisher(Batcher):
             token = self._track(entry)
             sent.append(token)
             parts.append(_command(entry, prefix + token))
-        if not conn.send_commands(b"".join(parts)):
+        if not self.conn.send_commands(b"".join(parts)):
             exc = errors.ConnectionClosedError("cannot publish: the connection is closed or its buffer is full")
             for token in sent:
                 entry = self._inflight.pop(token, None)
@@ -327,15 +337,9 @@ class AsyncPublisher(Batcher):
             self._sweep_handle = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL, self._sweep)
         return token
 
-    async def send_queued(self) -> None:
-        if self._conn.fast:
-            self._send_now()
-        else:
-            await self._publish_each()
-
     async def _publish_each(self) -> None:
         """Without the fast paths: one nats-py publish per message."""
-        nc = self._conn.nc
+        nc = self.conn.nc
         queue = self._queue
         while queue:
             entry = queue.popleft()
@@ -356,7 +360,7 @@ class AsyncPublisher(Batcher):
             self._no_responders(entry)
             return
         if self._make_reply is not None:
-            self._done(entry, self._make_reply(subject, reply, data, self._conn, headers), None)
+            self._done(entry, self._make_reply(subject, reply, data, self.conn, headers), None)
             return
         try:
             ack = parse_puback(data)

@@ -21,8 +21,7 @@ import logging
 import math
 import threading
 import time
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Tuple
 
 import janus
@@ -265,7 +264,7 @@ class Receiver(Resource):
     def snapshot(self) -> PullStats:
         """A copy of the counters (delivered: what the callers were given)."""
         s = self.stats
-        return dataclasses.replace(s, statuses=dict(s.statuses), delivered=self.credited)
+        return replace(s, statuses=dict(s.statuses), delivered=self.credited_now())
 
     def _pace(self) -> None:
         """Sample the callers' pace (lock held), over runs of _PACE_RUN takes
@@ -440,7 +439,6 @@ class _Engine:
 
     def __init__(self, conn: "Connection", receiver: Receiver, target: PullTarget) -> None:
         self._conn = conn
-        self.conn = conn  # handed to each Msg the parser makes
         self._receiver = receiver
         self._lock = receiver._lock
         self._stats = receiver.stats
@@ -486,6 +484,11 @@ class _Engine:
 
     make = WireMsg
 
+    @property
+    def conn(self) -> "Connection":
+        """Handed to each Msg the parser makes (their acks go through it)."""
+        return self._conn
+
     def on_status(self, hdrs: bytes) -> None:
         self._watch.last = monotonic()
         end = hdrs.find(b"\r\n")
@@ -496,9 +499,16 @@ class _Engine:
         """Every message of one socket read, in order."""
         self._watch.last = monotonic()
         if self._nak_arrivals or self._done or (self._guard and not self._fits(len(msgs))):
-            for msg in msgs:
-                self._on_user(msg)
+            for msg in msgs:  # one by one: each is checked against what was kept before it
+                if self._nak_arrivals or self._done or (self._guard and self._overflows(msg)):
+                    self._receiver.nak([msg])
+                else:
+                    self._accept([msg])
             return
+        self._accept(msgs)
+
+    def _accept(self, msgs: List[Msg]) -> None:
+        """Count messages in and add them to the chunk for the user side."""
         self._recv_msgs += len(msgs)
         if self._count_bytes:
             self._recv_bytes += sum(m.size for m in msgs)
@@ -511,23 +521,7 @@ class _Engine:
             chunk.extend(msgs)
 
     def _on_batch(self, msgs: List[Msg]) -> None:
-        for msg in msgs:
-            self._on_user_msg(msg)
-
-    def _on_user(self, msg: Msg) -> None:
-        if self._nak_arrivals or self._done or (self._guard and self._overflows(msg)):
-            self._receiver.nak([msg])
-            return
-        self._recv_msgs += 1
-        if self._count_bytes:
-            self._recv_bytes += msg.size
-        self._on_user_msg(msg)
-        chunk = self._chunk
-        if chunk is None:
-            self._chunk = [msg]
-            self._loop.call_soon(self._flush)
-        else:
-            chunk.append(msg)
+        """Messages accepted (subclasses count them)."""
 
     def _overflows(self, msg: Msg) -> bool:
         return False
@@ -535,9 +529,6 @@ class _Engine:
     def _fits(self, count: int) -> bool:
         """``count`` more messages stay within the buffer bound (no per-message check needed)."""
         return True
-
-    def _on_user_msg(self, msg: Msg) -> None:
-        pass
 
     def _on_status(self, code: str, desc: str, hdrs: Dict[str, str]) -> None:
         raise NotImplementedError
@@ -727,6 +718,10 @@ class PullEngine(_Engine):
     @_pending_msgs.setter
     def _pending_msgs(self, value: int) -> None:
         self._base = self._receiver.credited + value
+        self._update_refill_at()
+
+    def _update_refill_at(self) -> None:
+        # A take numbered above this finds pending below the refill threshold.
         self._receiver.refill_at = self._base - self._refill_below + 1
 
     def took(self, msg: Msg) -> None:
@@ -775,7 +770,7 @@ class PullEngine(_Engine):
             if opts.bytes_mode
             else (opts.threshold_messages if cap >= opts.max_messages else min(opts.threshold_messages, math.ceil(cap / 2)))
         )
-        self._receiver.refill_at = self._base - self._refill_below + 1
+        self._update_refill_at()
 
     def _maybe_pull(self) -> None:
         with self._lock:
@@ -823,9 +818,6 @@ class PullEngine(_Engine):
             self._pending_msgs = 0
             self._pending_bytes = 0
         self._guard = True
-
-    def _on_user_msg(self, msg: Msg) -> None:
-        self._backoff = 0.0
 
     def _on_batch(self, msgs: List[Msg]) -> None:
         self._backoff = 0.0
@@ -1045,10 +1037,10 @@ class FetchEngine(_Engine):
         self._timer = self._loop.call_later(self._tick_every, self._tick)
         self._send_pull(pull_request(o.max_messages, o.expires, o.max_bytes, o.idle_heartbeat, o.no_wait))
 
-    def _on_user_msg(self, msg: Msg) -> None:
-        self._received += 1
+    def _on_batch(self, msgs: List[Msg]) -> None:
+        self._received += len(msgs)
         if self.opts.max_bytes:
-            self._bytes += msg.size
+            self._bytes += sum(m.size for m in msgs)
         if self._received >= self.opts.max_messages or (self.opts.max_bytes and self._bytes >= self.opts.max_bytes):
             self._loop.call_soon(self._end_pull, None)
 

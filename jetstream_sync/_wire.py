@@ -142,8 +142,10 @@ _SPLIT_BELOW = 4096  # payload size below which a read is split at once
 class FastParser(Parser):
     """nats-py's protocol parser with a fast path for MSG and HMSG.
 
-    It works on one bytes copy of the read buffer with index arithmetic (no
-    regular expression, no per-message buffer edits). Messages of a sink's
+    Small messages: one bytes copy of the read, split on CRLF once. Large
+    ones (the read's first payload is 4 KiB or more): control lines found one
+    by one, each payload copied once out of the buffer. No regular expression,
+    no per-message buffer edits either way. Messages of a sink's
     subscription are made and collected per read and handed over in one call
     (statuses in order between them); other registered handlers are called
     per message. Anything else (INFO, -ERR, +OK) and any state left by the
@@ -266,7 +268,7 @@ class FastParser(Parser):
                 if sink is not None:
                     if not hsize:
                         batch.append(make(subject, reply, payload, conn, None))
-                    elif reply or size > hsize or not payload.startswith(b"NATS/1.0 "):
+                    elif reply or size > hsize or not payload.startswith(b"NATS/1.0 "):  # not is_status(), inline
                         batch.append(make(subject, reply, payload[hsize:], conn, payload[:hsize]))
                     else:  # a status: after the messages before it
                         self._hand_over(batches)
@@ -412,14 +414,16 @@ class Batcher:
     Callers append from any thread and call :meth:`queued`; the loop is woken
     once ``BATCH`` items wait, when someone is about to wait for the result
     (:meth:`kick`), and otherwise ``DELAY`` seconds after the first item, not
-    per item. Subclasses send the whole queue in :meth:`_send`.
+    per item. Subclasses send the whole queue in :meth:`_send` (the fast
+    paths) or one by one through nats-py in :meth:`_publish_each`.
     """
 
     BATCH = 64
     DELAY = 0.005
 
-    def __init__(self, loop_thread: Any) -> None:
-        self._lt = loop_thread
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn  # the Connection: its loop thread, and whether the fast paths are on
+        self._lt = conn.loop_thread
         self._queue: Deque[Any] = collections.deque()
         self._scheduled = False  # a send is scheduled on the loop
         self._timer = False  # a delayed send is armed
@@ -453,9 +457,15 @@ class Batcher:
         self._scheduled = False
         if self._queue:
             self.sent_at = time.monotonic()
-            self._send(self._queue)
+            if self.conn.fast:
+                self._send(self._queue)
+            else:
+                self._lt.loop.create_task(self._publish_each())
 
     def _send(self, queue: Deque[Any]) -> None:
+        raise NotImplementedError
+
+    async def _publish_each(self) -> None:
         raise NotImplementedError
 
     def send_now(self) -> None:
@@ -465,7 +475,10 @@ class Batcher:
 
     async def send_queued(self) -> None:
         """Send what is queued now, on the loop thread (flush, drain, close)."""
-        self._send_now()
+        if self.conn.fast:
+            self._send_now()
+        else:
+            await self._publish_each()
 
 
 # -- the boundary with nats-py: errors, subjects, headers -----------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import threading
 from typing import TYPE_CHECKING, Any, Deque, Dict, Iterator, List, Optional, Union
 
@@ -145,14 +144,8 @@ class Client:
         hdr = options.header_block(headers) if headers else b""
         options.control_line(subject, "_INBOX." + "x" * 44)
         options.payload_size(len(hdr) + len(payload), conn.max_payload)
-        if conn.outbox.has_queued():
-            conn.outbox.kick()  # acks queued before this call go out first
         # Pipelined like publish_async: one shared reply inbox, no task per call.
-        future = conn.requester(WireMsg).publish(subject, payload, headers, hdr, t, now=True)
-        try:
-            return future.result(t + 1.0)  # type: ignore[return-value]  # the requester times it out first
-        except concurrent.futures.TimeoutError:
-            raise errors.TimeoutError(f"no reply for {subject!r} within {t}s") from None
+        return conn.requester(WireMsg).publish_and_wait(subject, payload, headers, hdr, t)  # type: ignore[no-any-return]
 
     def subscribe(
         self,

@@ -404,16 +404,8 @@ class JetStream:
         )
         payload = as_bytes(data)
         hdr = check_publish(conn, subject, payload, hdrs)
-        # Through the pipelined publisher: the same wire path as publish_async
-        # (one hand-off to the loop each way, no task per call); acks queued
-        # before this call go out first.
-        if conn.outbox.has_queued():
-            conn.outbox.kick()
-        future = conn.publisher().publish(subject, payload, hdrs, hdr, t, now=True)
-        try:
-            return future.result(t + 1.0)  # the publisher fails it at its deadline first
-        except concurrent.futures.TimeoutError:
-            raise errors.TimeoutError(f"no publish acknowledgement for {subject!r} within {t}s") from None
+        # The same wire path as publish_async (no task per call).
+        return conn.publisher().publish_and_wait(subject, payload, hdrs, hdr, t)  # type: ignore[no-any-return]
 
     def publish_async(
         self,
