@@ -27,6 +27,8 @@ from .errors import (
     NoHeartbeatError,
     NoRespondersError,
     NoServersError,
+    OrderedConsumerError,
+    OrderedConsumerResetError,
     NotFoundError,
     NotJSMessageError,
     PermissionDeniedError,
@@ -52,6 +54,7 @@ from .models import (
     StreamConfig,
     StreamInfo,
 )
+from .ordered import OrderedConsumer
 from .stream import Stream
 
 __version__ = "0.1.0"
@@ -64,6 +67,7 @@ __all__ = [
     "JetStream",
     "Stream",
     "Consumer",
+    "OrderedConsumer",
     "MessagesContext",
     "ConsumeContext",
     "FetchResult",
@@ -107,6 +111,8 @@ __all__ = [
     "NoServersError",
     "NotFoundError",
     "NotJSMessageError",
+    "OrderedConsumerError",
+    "OrderedConsumerResetError",
     "PullStatusError",
     "StreamNotFoundError",
     "TimeoutError",

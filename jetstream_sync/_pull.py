@@ -77,6 +77,7 @@ class PullStats:
     heartbeats: int = 0  # 100 Idle Heartbeat received
     missed_heartbeats: int = 0  # watchdog alarms
     reconnects: int = 0
+    resets: int = 0  # ordered consumers: server consumer recreated (gap, deletion, reconnect, alarm)
     transient_errors: int = 0  # reported to the error handler (or logged)
     nakd_on_stop: int = 0  # buffered, never handed out, NAK'd by stop()
     nakd_overflow: int = 0  # arrived beyond max_messages/max_bytes (stale pulls), NAK'd

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from . import errors, options
 from ._pull import PullTarget
 from .contexts import ConsumeContext, FetchResult, MessagesContext
 from .message import Msg
 from .models import AckPolicy, ConsumerInfo
-from .options import CONSUME_OPTION_NAMES, ConsumeOptions, consume_options, fetch_options
+from .options import consume_options_from, fetch_options
 
 if TYPE_CHECKING:  # pragma: no cover
     from .jetstream import JetStream
@@ -106,17 +106,10 @@ class Consumer:
         ``threshold_messages`` / ``threshold_bytes`` (default: half).
         ``error_handler(exc)`` receives transient problems.
         """
-        return MessagesContext(self._conn, self._target(), _consume_options(options), error_handler)
+        return MessagesContext(self._conn, self._target(), consume_options_from(options), error_handler)
 
     def consume(
         self, handler: Callable[[Msg], Any], *, error_handler: Optional[ErrorHandler] = None, **options: Any
     ) -> ConsumeContext:
         """Call ``handler(msg)`` for every message on a worker thread; options as :meth:`messages`."""
-        return ConsumeContext(self._conn, self._target(), handler, _consume_options(options), error_handler)
-
-
-def _consume_options(given: Dict[str, Any]) -> ConsumeOptions:
-    unknown = set(given) - set(CONSUME_OPTION_NAMES)
-    if unknown:
-        raise errors.InvalidOptionError(f"unknown option(s): {', '.join(sorted(unknown))}")
-    return consume_options(**given)
+        return ConsumeContext(self._conn, self._target(), handler, consume_options_from(options), error_handler)

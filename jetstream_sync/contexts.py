@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Type, Union
 
 from . import errors, options
 from ._pull import Exhausted, FetchEngine, PullEngine, PullStats, PullTarget, Receiver
@@ -20,6 +20,8 @@ __all__ = ["MessagesContext", "ConsumeContext", "FetchResult", "PullStats"]
 
 _log = logging.getLogger("jetstream_sync.consume")
 ErrorHandler = Callable[[BaseException], Any]
+# Builds the loop-side engine of a context (ordered and push consumers bring their own).
+MakeEngine = Callable[..., Union[PullEngine, FetchEngine]]
 
 
 def _start(conn: "Connection", receiver: Receiver, engine: Union[PullEngine, FetchEngine], timeout: float) -> None:
@@ -84,12 +86,18 @@ class MessagesContext(_Context):
     """
 
     def __init__(
-        self, conn: "Connection", target: PullTarget, opts: ConsumeOptions, error_handler: Optional[ErrorHandler]
+        self,
+        conn: "Connection",
+        target: PullTarget,
+        opts: ConsumeOptions,
+        error_handler: Optional[ErrorHandler],
+        make_engine: MakeEngine = PullEngine,
+        receiver_cls: Type[Receiver] = Receiver,
     ) -> None:
         if error_handler is not None and not callable(error_handler):
             raise errors.InvalidOptionError("error_handler must be callable")
-        self._receiver = Receiver(conn, error_handler, target.api_timeout)
-        _start(conn, self._receiver, PullEngine(conn, self._receiver, target, opts), target.api_timeout)
+        self._receiver = receiver_cls(conn, error_handler, target.api_timeout)
+        _start(conn, self._receiver, make_engine(conn, self._receiver, target, opts), target.api_timeout)
 
     def __iter__(self) -> "MessagesContext":
         return self
@@ -160,19 +168,21 @@ class ConsumeContext(_Context):
         handler: Callable[[Msg], Any],
         opts: ConsumeOptions,
         error_handler: Optional[ErrorHandler],
+        make_engine: MakeEngine = PullEngine,
+        receiver_cls: Type[Receiver] = Receiver,
     ) -> None:
         if not callable(handler):
             raise errors.InvalidOptionError("consume() needs a callable handler")
         if error_handler is not None and not callable(error_handler):
             raise errors.InvalidOptionError("error_handler must be callable")
         self._handler = handler
-        self._receiver = Receiver(conn, error_handler, target.api_timeout)
+        self._receiver = receiver_cls(conn, error_handler, target.api_timeout)
         self._receiver.explicit_credit = True  # credited when the handler returns
         self._done = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"jetstream-sync-consume-{target.consumer}", daemon=True
         )
-        _start(conn, self._receiver, PullEngine(conn, self._receiver, target, opts), target.api_timeout)
+        _start(conn, self._receiver, make_engine(conn, self._receiver, target, opts), target.api_timeout)
         self._thread.start()
 
     def _in_own_thread(self) -> bool:
@@ -236,11 +246,18 @@ class FetchResult:
     …). Breaking out early NAKs what was received and not handed out.
     """
 
-    def __init__(self, conn: "Connection", target: PullTarget, opts: FetchOptions) -> None:
-        self._receiver = Receiver(conn, None, target.api_timeout)
+    def __init__(
+        self,
+        conn: "Connection",
+        target: PullTarget,
+        opts: FetchOptions,
+        make_engine: MakeEngine = FetchEngine,
+        receiver_cls: Type[Receiver] = Receiver,
+    ) -> None:
+        self._receiver = receiver_cls(conn, None, target.api_timeout)
         self.options = opts
         self._iterated = False
-        _start(conn, self._receiver, FetchEngine(conn, self._receiver, target, opts), target.api_timeout)
+        _start(conn, self._receiver, make_engine(conn, self._receiver, target, opts), target.api_timeout)
 
     def __iter__(self) -> Iterator[Msg]:
         if self._iterated:

@@ -32,7 +32,9 @@ builtins keeps working. Errors translated from nats-py keep it as ``__cause__``.
     ├── TimeoutError (also the builtin TimeoutError)
     ├── ForkedProcessError (also RuntimeError)
     ├── DeadlockError (also RuntimeError)
-    └── ConsumerStoppedError
+    ├── ConsumerStoppedError
+    ├── OrderedConsumerError
+    └── OrderedConsumerResetError
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ __all__ = [
     "ForkedProcessError",
     "DeadlockError",
     "ConsumerStoppedError",
+    "OrderedConsumerError",
+    "OrderedConsumerResetError",
     "AuthorizationError",
     "PermissionDeniedError",
     "SlowConsumerError",
@@ -242,3 +246,13 @@ class DeadlockError(JetStreamError, RuntimeError):
 
 class ConsumerStoppedError(JetStreamError):
     """The MessagesContext / ConsumeContext was stopped or drained and is closed."""
+
+
+class OrderedConsumerError(JetStreamError):
+    """An ordered consumer was used in a way it cannot serve: fetch and
+    messages()/consume() mixed, or a second read started while one is open."""
+
+
+class OrderedConsumerResetError(JetStreamError):
+    """An ordered consumer could not recreate its server consumer within
+    ``max_reset_attempts`` tries (the last failure is the cause)."""

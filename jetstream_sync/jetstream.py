@@ -6,7 +6,7 @@ import base64
 import concurrent.futures
 import dataclasses
 import json
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Type, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple, Type, TypeVar, Union
 
 import nats.errors as _nerr
 from nats.nuid import NUID
@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._connection import Connection
     from .client import Client
     from .consumer import Consumer
+    from .ordered import OrderedConsumer
     from .stream import Stream
 
 __all__ = ["JetStream"]
@@ -320,14 +321,20 @@ class JetStream:
     ) -> "Consumer":
         validate_name("stream", stream)
         cfg = build_config(ConsumerConfig, config, fields)
+        if action == "update" and not (cfg.name or cfg.durable_name):
+            raise errors.InvalidOptionError("update_consumer needs the consumer's name")
+        subject, payload = self.consumer_request(stream, cfg, action)
+        return self._consumer_handle(self._api(subject, payload, about=f"stream {stream!r}"))
+
+    def consumer_request(self, stream: str, cfg: ConsumerConfig, action: str = "") -> Tuple[str, Dict[str, Any]]:
+        """The API subject suffix and body that create/update consumer ``cfg``
+        (validated; a name is generated when it has none)."""
         if cfg.name and cfg.durable_name and cfg.name != cfg.durable_name:
             raise errors.InvalidOptionError("name and durable_name differ; give one of them")
         if cfg.filter_subject and cfg.filter_subjects:
             raise errors.InvalidOptionError("filter_subject and filter_subjects are mutually exclusive")
         name = cfg.name or cfg.durable_name
         if not name:
-            if action == "update":
-                raise errors.InvalidOptionError("update_consumer needs the consumer's name")
             name = cfg.name = self._nuid.next().decode()
         validate_name("consumer", name)
         subject = f"CONSUMER.CREATE.{stream}.{name}"
@@ -336,7 +343,13 @@ class JetStream:
         payload: Dict[str, Any] = {"stream_name": stream, "config": cfg.as_dict()}
         if action:
             payload["action"] = action
-        return self._consumer_handle(self._api(subject, payload, about=f"stream {stream!r}"))
+        return subject, payload
+
+    async def arequest(self, suffix: str, payload: Optional[Dict[str, Any]] = None, about: str = "") -> Dict[str, Any]:
+        """Loop thread only: one JetStream API request (as the blocking calls
+        make), for engines that manage consumers while they run."""
+        body = b"" if payload is None else json.dumps(payload).encode()
+        return await self._aapi(f"{self._prefix}.{suffix}", body, self._timeout, about)
 
     def consumer(self, stream: str, name: str) -> "Consumer":
         """A handle on an existing pull consumer; raises ConsumerNotFoundError,
@@ -345,6 +358,15 @@ class JetStream:
         if (resp.get("config") or {}).get("deliver_subject"):
             raise errors.ConsumerPushBasedError(409, f"consumer {name!r} of stream {stream!r} is push based")
         return self._consumer_handle(resp)
+
+    def ordered_consumer(self, stream: str, **config: Any) -> "OrderedConsumer":
+        """An ordered consumer on ``stream`` (which must exist: StreamNotFoundError
+        otherwise); options as :meth:`Stream.ordered_consumer`."""
+        from .ordered import OrderedConsumer
+
+        oc = OrderedConsumer(self, stream, **config)  # validates before asking the server
+        self.stream_info(stream)
+        return oc
 
     def consumer_info(self, stream: str, name: str) -> ConsumerInfo:
         return ConsumerInfo.from_response(self._consumer_info_raw(stream, name))

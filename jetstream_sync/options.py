@@ -332,6 +332,14 @@ CONSUME_OPTION_NAMES = (
 )
 
 
+def consume_options_from(given: Dict[str, Any]) -> ConsumeOptions:
+    """:func:`consume_options` from keyword arguments, refusing unknown names."""
+    unknown = set(given) - set(CONSUME_OPTION_NAMES)
+    if unknown:
+        raise errors.InvalidOptionError(f"unknown option(s): {', '.join(sorted(unknown))}")
+    return consume_options(**given)
+
+
 @dataclass(frozen=True)
 class FetchOptions:
     """Validated options of one pull (``fetch()``, ``fetch_no_wait()``, ``next()``)."""

@@ -9,6 +9,7 @@ from .models import ConsumerConfig, ConsumerInfo, StoredMsg, StreamInfo
 if TYPE_CHECKING:  # pragma: no cover
     from .consumer import Consumer
     from .jetstream import JetStream
+    from .ordered import OrderedConsumer
 
 __all__ = ["Stream"]
 
@@ -66,6 +67,16 @@ class Stream:
 
     def delete_consumer(self, name: str) -> None:
         self._js.delete_consumer(self.name, name)
+
+    def ordered_consumer(self, **config: Any) -> "OrderedConsumer":
+        """An ordered consumer on this stream; see :class:`OrderedConsumer`
+        for the options (``filter_subjects``, ``deliver_policy``,
+        ``opt_start_seq``, ``opt_start_time``, ``replay_policy``,
+        ``inactive_threshold``, ``headers_only``, ``max_reset_attempts``,
+        ``name_prefix``, ``metadata``)."""
+        from .ordered import OrderedConsumer
+
+        return OrderedConsumer(self._js, self.name, **config)
 
     def consumer_names(self) -> List[str]:
         return self._js.consumer_names(self.name)

@@ -1,0 +1,232 @@
+"""OrderedConsumer: read a stream in order, exactly once, with no acks,
+surviving consumer deletion, missing heartbeats and reconnects."""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import time
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
+
+from . import errors, options
+from ._ordered import OrderedFetchEngine, OrderedPullEngine, OrderedReceiver, OrderedState, start_time
+from ._pull import Receiver
+from .contexts import ConsumeContext, FetchResult, MessagesContext
+from .message import Msg
+from .models import ConsumerConfig, ConsumerInfo, DeliverPolicy, ReplayPolicy
+from .options import consume_options_from, fetch_options
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .jetstream import JetStream
+
+__all__ = ["OrderedConsumer"]
+
+ErrorHandler = Callable[[BaseException], Any]
+DEFAULT_INACTIVE_THRESHOLD = 300.0  # seconds, as nats.go
+
+
+class OrderedConsumer:
+    """An ordered view of a stream (nats.go's ``OrderedConsumer``).
+
+    Nothing is created on the server until the first read. Each read —
+    :meth:`messages`, :meth:`consume`, :meth:`fetch`, :meth:`next` — hands
+    out stream messages in stream-sequence order, each exactly once across
+    reads, with no acks needed. Behind it is an ephemeral, memory-stored,
+    one-replica AckNone consumer named ``<name_prefix>_<serial>``, recreated
+    from the next stream sequence whenever the sequence could break.
+
+    One mode per ordered consumer: either fetch()/fetch_no_wait()/next() or
+    messages()/consume(); and one read open at a time
+    (:class:`OrderedConsumerError` otherwise).
+    """
+
+    def __init__(
+        self,
+        js: "JetStream",
+        stream: str,
+        *,
+        filter_subjects: Optional[List[str]] = None,
+        deliver_policy: Union[str, DeliverPolicy, None] = None,
+        opt_start_seq: Optional[int] = None,
+        opt_start_time: Optional[datetime.datetime] = None,
+        replay_policy: Union[str, ReplayPolicy, None] = None,
+        inactive_threshold: Optional[float] = None,
+        headers_only: bool = False,
+        max_reset_attempts: Optional[int] = None,
+        name_prefix: Optional[str] = None,
+        metadata: Optional[Dict[str, str]] = None,
+    ) -> None:
+        from .jetstream import build_config, validate_name
+
+        validate_name("stream", stream)
+        if filter_subjects is not None and isinstance(filter_subjects, str):
+            filter_subjects = [filter_subjects]
+        if not isinstance(headers_only, bool):
+            raise errors.InvalidOptionError(f"headers_only must be a bool, got {headers_only!r}")
+        if max_reset_attempts is not None and (
+            isinstance(max_reset_attempts, bool) or not isinstance(max_reset_attempts, int) or max_reset_attempts < 0
+        ):
+            raise errors.InvalidOptionError(f"max_reset_attempts must be an integer >= 0, got {max_reset_attempts!r}")
+        prefix = js.connection.new_inbox().rsplit(".", 1)[-1] if name_prefix is None else name_prefix
+        validate_name("name_prefix", prefix)
+        base = build_config(
+            ConsumerConfig,
+            None,
+            dict(
+                filter_subjects=list(filter_subjects) if filter_subjects else None,
+                deliver_policy=deliver_policy,
+                opt_start_seq=opt_start_seq,
+                opt_start_time=start_time(opt_start_time),
+                replay_policy=replay_policy,
+                inactive_threshold=DEFAULT_INACTIVE_THRESHOLD if inactive_threshold is None else inactive_threshold,
+                headers_only=headers_only or None,
+                metadata=metadata,
+            ),
+        )
+        _check_start(base)
+        self._js = js
+        self._conn = js.connection
+        self.stream_name = stream
+        self._state = OrderedState(js, stream, base, prefix, max_reset_attempts or 0)
+
+    def __repr__(self) -> str:
+        return f"<OrderedConsumer {self.stream_name!r}/{self.name!r}>"
+
+    @property
+    def name(self) -> Optional[str]:
+        """The current server consumer's name (None before the first read)."""
+        return self._state.name
+
+    @property
+    def cached_info(self) -> ConsumerInfo:
+        """Info of the current server consumer, as created."""
+        info = self._state.info
+        if info is None:
+            raise errors.OrderedConsumerError("the ordered consumer has not created a server consumer yet")
+        return info
+
+    def info(self) -> ConsumerInfo:
+        """Ask the server about the current server consumer."""
+        name = self._state.name
+        if name is None:
+            raise errors.OrderedConsumerError("the ordered consumer has no server consumer now")
+        self._state.info = self._js.consumer_info(self.stream_name, name)
+        return self._state.info
+
+    # -- reading ------------------------------------------------------------------
+
+    def messages(self, *, error_handler: Optional[ErrorHandler] = None, **opts: Any) -> MessagesContext:
+        """A continuous, pre-buffered ordered read; options as Consumer.messages()."""
+        o = consume_options_from(opts)
+        return self._open("consume", lambda target, engine: MessagesContext(
+            self._conn, target, o, error_handler, engine, OrderedReceiver))
+
+    def consume(
+        self, handler: Callable[[Msg], Any], *, error_handler: Optional[ErrorHandler] = None, **opts: Any
+    ) -> ConsumeContext:
+        """Call ``handler(msg)`` for every message, in order, on a worker thread."""
+        o = consume_options_from(opts)
+        if not callable(handler):
+            raise errors.InvalidOptionError("consume() needs a callable handler")
+        return self._open("consume", lambda target, engine: ConsumeContext(
+            self._conn, target, handler, o, error_handler, engine, OrderedReceiver))
+
+    def fetch(
+        self,
+        max_messages: Optional[int] = None,
+        *,
+        max_bytes: Optional[int] = None,
+        expires: float = 30.0,
+        idle_heartbeat: Optional[float] = None,
+    ) -> FetchResult:
+        """One pull of up to ``max_messages`` (or ``max_bytes``), in order."""
+        o = fetch_options(max_messages, max_bytes, expires, idle_heartbeat)
+        return self._open("fetch", lambda target, engine: FetchResult(self._conn, target, o, engine, OrderedReceiver))
+
+    def fetch_no_wait(self, max_messages: Optional[int] = None, *, max_bytes: Optional[int] = None) -> FetchResult:
+        """One pull of what is available now, in order."""
+        o = fetch_options(max_messages, max_bytes, None, None, no_wait=True)
+        return self._open("fetch", lambda target, engine: FetchResult(self._conn, target, o, engine, OrderedReceiver))
+
+    def next(self, timeout: float = 30.0) -> Msg:
+        """The next message in order, waiting up to ``timeout`` seconds; raises
+        :class:`jetstream_sync.TimeoutError` when none came. A consumer lost
+        meanwhile is recreated and the wait goes on."""
+        t = options.duration("timeout", timeout)
+        deadline = time.monotonic() + t
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise errors.TimeoutError(f"no message from ordered consumer on {self.stream_name} within {timeout}s")
+            result = self.fetch(1, expires=left)
+            it = iter(result)
+            try:
+                return next(it)
+            except StopIteration:
+                continue
+            except (errors.NoHeartbeatError, errors.NoRespondersError):
+                continue  # the consumer was lost: the next fetch recreates it
+            finally:
+                it.close()  # type: ignore[attr-defined]
+
+    def _open(self, mode: str, make: Callable[..., Any]) -> Any:
+        """Start a read in ``mode`` on a server consumer positioned right after
+        the last message handed out (reused only after a fetch that ended cleanly)."""
+        state = self._state
+        with state.lock:
+            if state.mode is not None and state.mode != mode:
+                used = "fetch()/next()" if state.mode == "fetch" else "messages()/consume()"
+                raise errors.OrderedConsumerError(f"this ordered consumer is used with {used}; create another for the other mode")
+            active = state.active
+            if active is not None and not _ended(active):
+                raise errors.OrderedConsumerError("this ordered consumer already has a read open; stop or finish it first")
+            reuse = mode == "fetch" and state.name is not None and state.pull_done and state.cursor == state.sseq
+            if reuse:
+                target = state.target()
+            else:
+                start = state.cursor + 1 if state.last_taken is not None else 0
+                target = self._conn.run(state.recreate(start), self._js.timeout + 1.0)
+            state.mode = mode
+            state.pull_done = False
+            engine_cls = OrderedFetchEngine if mode == "fetch" else OrderedPullEngine
+            return make(target, functools.partial(_engine, engine_cls, state))
+
+
+def _engine(cls: Any, state: OrderedState, conn: Any, receiver: OrderedReceiver, target: Any, opts: Any) -> Any:
+    receiver.ordered = state
+    state.active = receiver
+    return cls(conn, receiver, target, opts, state)
+
+
+def _ended(receiver: Receiver) -> bool:
+    """The previous read is over: its user saw the end, or it was stopped;
+    then its engine finishes soon (bounded wait), and no longer touches the
+    state the next read uses."""
+    if receiver.closed_event.is_set():
+        return True
+    if receiver.user_done.is_set() or receiver.state == "stopped":
+        return receiver.closed_event.wait(receiver.stop_wait)
+    return False
+
+
+def _check_start(cfg: ConsumerConfig) -> None:
+    """The start options must agree with the deliver policy, as the server requires."""
+    policy = cfg.deliver_policy or DeliverPolicy.ALL
+    if policy is DeliverPolicy.BY_START_SEQUENCE:
+        if not cfg.opt_start_seq:
+            raise errors.InvalidOptionError("deliver_policy 'by_start_sequence' needs opt_start_seq")
+    elif cfg.opt_start_seq is not None:
+        if policy is not DeliverPolicy.ALL or cfg.opt_start_time is not None:
+            raise errors.InvalidOptionError("opt_start_seq goes with deliver_policy 'by_start_sequence'")
+        cfg.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
+    if cfg.opt_start_seq is not None and (
+        isinstance(cfg.opt_start_seq, bool) or not isinstance(cfg.opt_start_seq, int) or cfg.opt_start_seq < 1
+    ):
+        raise errors.InvalidOptionError(f"opt_start_seq must be an integer >= 1, got {cfg.opt_start_seq!r}")
+    if policy is DeliverPolicy.BY_START_TIME:
+        if cfg.opt_start_time is None:
+            raise errors.InvalidOptionError("deliver_policy 'by_start_time' needs opt_start_time")
+    elif cfg.opt_start_time is not None:
+        if cfg.deliver_policy not in (None, DeliverPolicy.ALL):
+            raise errors.InvalidOptionError("opt_start_time goes with deliver_policy 'by_start_time'")
+        cfg.deliver_policy = DeliverPolicy.BY_START_TIME

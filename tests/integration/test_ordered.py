@@ -1,0 +1,380 @@
+"""Ordered consumers on a real server: every stream message once, in order,
+whatever happens to the server consumer behind them (the cases of nats.go's
+ordered_test.go and nats.py's OrderedConsumerTest, in blocking form)."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+
+import pytest
+
+import jetstream_sync as jss
+from jetstream_sync import _ordered
+
+
+RECONNECT = dict(reconnect_time_wait=0.2, max_reconnect_attempts=-1)
+
+
+def seqs(msgs):
+    return [m.metadata.sequence.stream for m in msgs]
+
+
+def fill(js, subject, n):
+    for i in range(n):
+        js.publish_async(subject, str(i).encode())
+    assert js.publish_async_complete(timeout=30)
+
+
+def take(ctx, n, timeout=10.0):
+    return [ctx.next(timeout=timeout) for _ in range(n)]
+
+
+# -- messages() / consume() ----------------------------------------------------------
+
+
+def test_messages_in_order_across_consumer_deletions(js, stream, subj):
+    fill(js, subj, 300)
+    oc = stream.ordered_consumer()
+    seen = []
+    with oc.messages(max_messages=20) as ctx:
+        for msg in ctx:
+            seen.append(msg.metadata.sequence.stream)
+            if len(seen) in (50, 150):
+                js.delete_consumer(stream.name, oc.name)
+            if len(seen) == 300:
+                break
+        assert ctx.stats.resets >= 2
+    assert seen == list(range(1, 301))
+
+
+def test_reset_before_any_message(js, stream, subj):
+    oc = stream.ordered_consumer(name_prefix="early")
+    with oc.messages() as ctx:
+        first = oc.name
+        js.delete_consumer(stream.name, first)
+        fill(js, subj, 10)
+        assert seqs(take(ctx, 10)) == list(range(1, 11))
+        assert oc.name not in (None, first)
+        assert ctx.stats.resets >= 1
+
+
+def test_custom_start_seq_survives_deletion(js, stream, subj):
+    fill(js, subj, 10)
+    oc = stream.ordered_consumer(opt_start_seq=3)
+    with oc.messages() as ctx:
+        got = take(ctx, 4)
+        js.delete_consumer(stream.name, oc.name)
+        got += take(ctx, 4)
+    assert seqs(got) == list(range(3, 11))
+
+
+def test_consume_handler_sees_each_message_once_in_order(js, stream, subj):
+    fill(js, subj, 200)
+    oc = stream.ordered_consumer()
+    seen = []
+    done = threading.Event()
+
+    def handler(msg):
+        seen.append(msg.metadata.sequence.stream)
+        if len(seen) == 80:
+            js.delete_consumer(stream.name, oc.name)
+        if len(seen) == 200:
+            done.set()
+
+    cc = oc.consume(handler, max_messages=25)
+    assert done.wait(20)
+    cc.stop()
+    assert cc.wait(5)
+    assert seen == list(range(1, 201))
+
+
+def test_a_dropped_message_is_noticed_and_never_skipped(js, stream, subj, monkeypatch):
+    """A message lost on the way (the consumer sequence jumps) makes the
+    engine recreate the consumer from the last one it handed out."""
+    fill(js, subj, 100)
+    real = _ordered.OrderedPullEngine.on_msgs
+    dropped = []
+
+    def lossy(self, msgs):
+        if not dropped and len(msgs) > 3:
+            dropped.append(msgs[2].metadata.sequence.stream)
+            msgs = msgs[:2] + msgs[3:]
+        real(self, msgs)
+
+    monkeypatch.setattr(_ordered.OrderedPullEngine, "on_msgs", lossy)
+    oc = stream.ordered_consumer()
+    with oc.messages() as ctx:
+        got = take(ctx, 100)
+        assert ctx.stats.resets >= 1
+    assert dropped
+    assert seqs(got) == list(range(1, 101))
+
+
+def test_drain_hands_over_what_arrived_then_the_next_read_continues(js, stream, subj):
+    fill(js, subj, 50)
+    oc = stream.ordered_consumer()
+    ctx = oc.messages(max_messages=10)
+    got = take(ctx, 5)
+    ctx.drain()
+    got += list(ctx)
+    assert ctx.wait_closed(10)
+    with oc.messages() as ctx2:
+        got += take(ctx2, 50 - len(got))
+    assert seqs(got) == list(range(1, 51))
+
+
+def test_stop_during_reset_never_hangs(js, stream, subj):
+    fill(js, subj, 20)
+    oc = stream.ordered_consumer()
+    for _ in range(10):
+        ctx = oc.messages()
+        ctx.next(timeout=10)
+        js.delete_consumer(stream.name, oc.name)
+        t0 = time.monotonic()
+        ctx.stop()
+        assert ctx.wait_closed(10)
+        assert time.monotonic() - t0 < 10
+
+
+def test_stream_deleted_ends_iteration(js, stream, subj):
+    fill(js, subj, 5)
+    oc = stream.ordered_consumer(max_reset_attempts=3)
+    with oc.messages() as ctx:
+        take(ctx, 5)
+        js.delete_stream(stream.name)
+        with pytest.raises(jss.JetStreamError):
+            ctx.next(timeout=30)
+        assert ctx.wait_closed(10)
+
+
+def test_connection_closed_ends_iteration(server):
+    nc = jss.connect(server.url)
+    js = nc.jetstream()
+    js.create_stream(name="OCC", subjects=["occ.>"])
+    try:
+        oc = js.ordered_consumer("OCC")
+        ctx = oc.messages()
+        nc2 = jss.connect(server.url)
+        nc.close()
+        with pytest.raises(jss.ConnectionClosedError):
+            ctx.next(timeout=10)
+        assert ctx.closed
+    finally:
+        nc2.jetstream().delete_stream("OCC")
+        nc2.close()
+
+
+# -- fetch / next --------------------------------------------------------------------
+
+
+def test_fetches_continue_where_the_last_left_off(js, stream, subj):
+    fill(js, subj, 25)
+    oc = stream.ordered_consumer()
+    first = seqs(oc.fetch(10, expires=2))
+    name = oc.name
+    second = seqs(oc.fetch(10, expires=2))
+    assert oc.name == name  # a fetch that ended cleanly keeps the consumer
+    rest = seqs(oc.fetch(10, expires=1))
+    assert first + second + rest == list(range(1, 26))
+
+
+def test_fetch_broken_off_early_loses_nothing(js, stream, subj):
+    fill(js, subj, 30)
+    oc = stream.ordered_consumer()
+    got = []
+    for msg in oc.fetch(10, expires=2):
+        got.append(msg)
+        if len(got) == 4:
+            break
+    got += list(oc.fetch(10, expires=2))
+    got += list(oc.fetch(20, expires=1))
+    assert seqs(got) == list(range(1, 31))
+
+
+def test_fetch_survives_consumer_deletion(js, stream, subj):
+    fill(js, subj, 20)
+    oc = stream.ordered_consumer()
+    got = list(oc.fetch(5, expires=2))
+    js.delete_consumer(stream.name, oc.name)
+    while len(got) < 20:
+        got += list(oc.fetch(5, expires=2))
+    assert seqs(got) == list(range(1, 21))
+
+
+def test_next_in_order_while_publishing(js, stream, subj):
+    oc = stream.ordered_consumer()
+    pub = threading.Thread(target=fill, args=(js, subj, 300))
+    pub.start()
+    got = [oc.next(timeout=10) for _ in range(300)]
+    pub.join(10)
+    assert seqs(got) == list(range(1, 301))
+
+
+def test_next_times_out_when_nothing_comes(js, stream):
+    oc = stream.ordered_consumer()
+    t0 = time.monotonic()
+    with pytest.raises(jss.TimeoutError):
+        oc.next(timeout=0.5)
+    assert time.monotonic() - t0 < 5
+
+
+# -- the server consumer and misuse ----------------------------------------------------
+
+
+def test_generated_consumer_config_and_names(js, stream, subj):
+    fill(js, subj, 3)
+    oc = js.ordered_consumer(stream.name, name_prefix="test", filter_subjects=[subj], headers_only=True)
+    with pytest.raises(jss.OrderedConsumerError):
+        oc.info()
+    assert len(list(oc.fetch(1, expires=1))) == 1
+    info = oc.info()
+    assert info.name == "test_1"
+    cfg = info.config
+    assert cfg.ack_policy == jss.AckPolicy.NONE
+    assert cfg.mem_storage is True
+    assert cfg.num_replicas in (0, 1)
+    assert cfg.inactive_threshold == pytest.approx(300.0)
+    assert cfg.filter_subjects == [subj] or cfg.filter_subject == subj
+    assert cfg.headers_only is True
+    assert cfg.durable_name is None
+    js.delete_consumer(stream.name, "test_1")
+    msg = oc.next(timeout=10)
+    assert msg.metadata.sequence.stream == 2
+    assert oc.name == "test_2"
+
+
+def test_start_time(js, stream, subj):
+    fill(js, subj, 3)
+    time.sleep(0.01)  # distinct timestamps on either side of the cut, not synchronisation
+    cut = datetime.datetime.now(datetime.timezone.utc)
+    fill(js, subj, 2)
+    oc = stream.ordered_consumer(opt_start_time=cut)
+    assert seqs(oc.fetch(5, expires=1)) == [4, 5]
+
+
+def test_one_mode_and_one_read_at_a_time(js, stream, subj):
+    oc = stream.ordered_consumer()
+    ctx = oc.messages()
+    with pytest.raises(jss.OrderedConsumerError):
+        oc.messages()
+    with pytest.raises(jss.OrderedConsumerError):
+        oc.fetch(1, expires=1)
+    ctx.stop()
+    oc.messages().stop()  # a new read once the first is over
+    oc2 = stream.ordered_consumer()
+    result = oc2.fetch(1, expires=5)
+    with pytest.raises(jss.OrderedConsumerError):
+        oc2.fetch(1, expires=1)
+    with pytest.raises(jss.OrderedConsumerError):
+        oc2.consume(lambda m: None)
+    result.close()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(deliver_policy="sideways"),
+        dict(opt_start_seq=0),
+        dict(opt_start_seq="3"),
+        dict(deliver_policy="by_start_sequence"),
+        dict(deliver_policy="by_start_time"),
+        dict(deliver_policy="last", opt_start_seq=4),
+        dict(opt_start_time="yesterday"),
+        dict(replay_policy="fast-forward"),
+        dict(inactive_threshold=-1),
+        dict(headers_only="yes"),
+        dict(max_reset_attempts=-1),
+        dict(max_reset_attempts=True),
+        dict(name_prefix="a.b"),
+        dict(name_prefix=""),
+        dict(filter_subjects=["a..b"]),
+        dict(durable_name="d"),
+        dict(deliver_subject="x"),
+    ],
+)
+def test_bad_options_refused_before_anything_is_sent(js, stream, kwargs):
+    with pytest.raises((jss.InvalidOptionError, TypeError)):
+        stream.ordered_consumer(**kwargs)
+    assert js.consumer_names(stream.name) == []
+
+
+def test_bad_read_options_refused_before_a_consumer_is_created(js, stream):
+    oc = stream.ordered_consumer()
+    for call in (
+        lambda: oc.messages(max_messages=0),
+        lambda: oc.messages(bogus=1),
+        lambda: oc.consume("not callable"),
+        lambda: oc.fetch(0),
+        lambda: oc.next(timeout=-1),
+    ):
+        with pytest.raises(jss.InvalidOptionError):
+            call()
+    assert js.consumer_names(stream.name) == []
+    assert oc.name is None
+
+
+def test_ordered_consumer_on_a_missing_stream(js):
+    with pytest.raises(jss.StreamNotFoundError):
+        js.ordered_consumer("NOPE")
+
+
+# -- faults ------------------------------------------------------------------------
+
+
+def test_fifty_thousand_through_two_deletions_and_a_restart(private_server):
+    """The acceptance case: stream sequences 1..50,000 in order, exactly once,
+    while the consumer is deleted twice and the server restarted once."""
+    n = 50_000
+    nc = jss.connect(private_server.url, **RECONNECT)
+    try:
+        js = nc.jetstream()
+        stream = js.create_stream(name="OB", subjects=["ob.>"])
+        fill(js, "ob.x", n)
+        oc = stream.ordered_consumer()
+        expected = 1
+        with oc.messages(max_messages=500, expires=2.0) as ctx:
+            while expected <= n:
+                msg = ctx.next(timeout=30)
+                seq = msg.metadata.sequence.stream
+                assert seq == expected, f"got {seq}, expected {expected}"
+                expected += 1
+                if seq in (10_000, 25_000):
+                    js.delete_consumer("OB", oc.name)
+                elif seq == 40_000:
+                    nc.flush()
+                    private_server.restart()
+            stats = ctx.stats
+        assert expected == n + 1
+        assert stats.resets >= 3
+        assert stats.reconnects >= 1
+    finally:
+        nc.close()
+
+
+def test_reset_attempts_are_bounded(js, stream, subj, monkeypatch):
+    """Failures to recreate the consumer are retried with backoff, then end
+    the read with OrderedConsumerResetError after max_reset_attempts."""
+    fill(js, subj, 3)
+    real = _ordered.OrderedState.recreate
+    calls = []
+
+    async def failing(self, start_seq):
+        calls.append(start_seq)
+        if len(calls) > 1:  # the first creation works; every reset fails
+            raise jss.APIError(500, 10026, "maximum consumers limit reached")
+        return await real(self, start_seq)
+
+    monkeypatch.setattr(_ordered.OrderedState, "recreate", failing)
+    monkeypatch.setattr(_ordered, "RESET_BACKOFF_START", 0.05)
+    errs = []
+    oc = stream.ordered_consumer(max_reset_attempts=2)
+    ctx = oc.messages(error_handler=errs.append)
+    take(ctx, 3)
+    js.delete_consumer(stream.name, oc.name)
+    with pytest.raises(jss.OrderedConsumerResetError):
+        ctx.next(timeout=30)
+    assert ctx.wait_closed(10)
+    assert calls == [0, 4, 4]
+    assert sum(isinstance(e, jss.APIError) for e in errs) == 2
