@@ -35,6 +35,8 @@ from .errors import (
     PullStatusError,
     SlowConsumerError,
     StreamNotFoundError,
+    SubscribeError,
+    SubscriptionClosedError,
     TimeoutError,
 )
 from .jetstream import JetStream
@@ -56,6 +58,7 @@ from .models import (
 )
 from .ordered import OrderedConsumer
 from .stream import Stream
+from .subscribe import PullSubscription, PushSubscription
 
 __version__ = "0.1.0"
 
@@ -68,6 +71,8 @@ __all__ = [
     "Stream",
     "Consumer",
     "OrderedConsumer",
+    "PullSubscription",
+    "PushSubscription",
     "MessagesContext",
     "ConsumeContext",
     "FetchResult",
@@ -115,5 +120,7 @@ __all__ = [
     "OrderedConsumerResetError",
     "PullStatusError",
     "StreamNotFoundError",
+    "SubscribeError",
+    "SubscriptionClosedError",
     "TimeoutError",
 ]

@@ -219,7 +219,9 @@ class Receiver(Resource):
                     raise Exhausted()
                 remaining = None if deadline is None else deadline - monotonic()
                 if remaining is not None and remaining <= 0:
-                    raise errors.TimeoutError("no message within %.3fs" % timeout)
+                    if waited:
+                        raise errors.TimeoutError("no message within %.3fs" % timeout)
+                    remaining = 0.0  # look once at what was handed over, without waiting
                 waited = True
                 self.waiting += 1
                 if self.waiting == 1:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Type, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Type, Union
 
 from . import errors, options
 from ._pull import Exhausted, FetchEngine, PullEngine, PullStats, PullTarget, Receiver
@@ -275,6 +275,20 @@ class FetchResult:
                     return
         finally:
             self.close()
+
+    def ready(self) -> List[Msg]:
+        """The messages already received and not yet iterated, without waiting."""
+        msgs: List[Msg] = []
+        receiver = self._receiver
+        while True:
+            try:
+                msgs.append(receiver.take(0.0))
+            except (errors.TimeoutError, Exhausted):
+                return msgs
+            except errors.JetStreamError:
+                if msgs:  # the pull's error is raised again on the next take
+                    return msgs
+                raise
 
     def close(self) -> None:
         """Give up on this pull: NAK anything received and not handed out."""

@@ -33,6 +33,8 @@ builtins keeps working. Errors translated from nats-py keep it as ``__cause__``.
     ├── ForkedProcessError (also RuntimeError)
     ├── DeadlockError (also RuntimeError)
     ├── ConsumerStoppedError
+    ├── SubscribeError
+    ├── SubscriptionClosedError
     ├── OrderedConsumerError
     └── OrderedConsumerResetError
 """
@@ -68,6 +70,8 @@ __all__ = [
     "DeadlockError",
     "ConsumerStoppedError",
     "OrderedConsumerError",
+    "SubscribeError",
+    "SubscriptionClosedError",
     "OrderedConsumerResetError",
     "AuthorizationError",
     "PermissionDeniedError",
@@ -246,6 +250,16 @@ class DeadlockError(JetStreamError, RuntimeError):
 
 class ConsumerStoppedError(JetStreamError):
     """The MessagesContext / ConsumeContext was stopped or drained and is closed."""
+
+
+class SubscribeError(JetStreamError):
+    """``subscribe()`` / ``pull_subscribe()`` cannot bind to the consumer it
+    found (ADR-15 checks: push vs pull, deliver group, filter subject,
+    config), or the subject is in more than one stream."""
+
+
+class SubscriptionClosedError(JetStreamError):
+    """The JetStream subscription was unsubscribed or drained."""
 
 
 class OrderedConsumerError(JetStreamError):

@@ -6,7 +6,7 @@ import base64
 import concurrent.futures
 import dataclasses
 import json
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple, Type, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type, TypeVar, Union
 
 import nats.errors as _nerr
 from nats.nuid import NUID
@@ -14,7 +14,7 @@ from nats.nuid import NUID
 from . import errors, options
 from ._publish import check_publish, publish_headers
 from .client import as_bytes
-from .message import parse_header_block
+from .message import Msg, parse_header_block
 from .models import (
     AccountInfo,
     AckPolicy,
@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .consumer import Consumer
     from .ordered import OrderedConsumer
     from .stream import Stream
+    from .subscribe import PullSubscription, PushSubscription
 
 __all__ = ["JetStream"]
 
@@ -390,6 +391,87 @@ class JetStream:
         from .consumer import Consumer
 
         return Consumer(self, ConsumerInfo.from_response(resp))
+
+    # -- the subscribe workflow (nats-py's names, ADR-15 / ADR-13) ---------------------
+
+    def subscribe(
+        self,
+        subject: str,
+        queue: Optional[str] = None,
+        cb: Optional[Callable[[Msg], Any]] = None,
+        durable: Optional[str] = None,
+        stream: Optional[str] = None,
+        config: Optional[ConsumerConfig] = None,
+        manual_ack: bool = False,
+        ordered_consumer: bool = False,
+        idle_heartbeat: Optional[float] = None,
+        flow_control: bool = False,
+        *,
+        deliver_policy: Union[str, DeliverPolicy, None] = None,
+        headers_only: Optional[bool] = None,
+        inactive_threshold: Optional[float] = None,
+        error_handler: Optional[Callable[[BaseException], Any]] = None,
+    ) -> "PushSubscription":
+        """A push subscription on ``subject`` (ADR-15), as nats-py's.
+
+        The stream is found by subject unless given. With ``durable`` (or a
+        ``queue``, which is then the durable name and the deliver group) an
+        existing consumer is bound after checks (SubscribeError when it does
+        not fit), or created; without, an ephemeral one is created. A
+        consumer created here is deleted by ``unsubscribe()``/``drain()``.
+        With ``cb``, a worker thread calls it per message and acks after it
+        returns unless ``manual_ack``; without, read with ``next_msg()`` or
+        iteration. ``ordered_consumer=True`` reads in stream order with no
+        acks (an :class:`OrderedConsumer` behind it).
+        """
+        from . import subscribe as sub
+
+        given = {"deliver_policy": deliver_policy, "headers_only": headers_only, "inactive_threshold": inactive_threshold}
+        norm = build_config(ConsumerConfig, None, {k: v for k, v in given.items() if v is not None})  # validates
+        extra = {k: getattr(norm, k) for k in given}
+        return sub.subscribe(
+            self, subject, queue, cb, durable, stream, config, manual_ack, ordered_consumer,
+            idle_heartbeat, flow_control, extra, error_handler,
+        )  # fmt: skip
+
+    def subscribe_bind(
+        self,
+        stream: str,
+        consumer: str,
+        cb: Optional[Callable[[Msg], Any]] = None,
+        manual_ack: bool = False,
+        *,
+        queue: Optional[str] = None,
+        error_handler: Optional[Callable[[BaseException], Any]] = None,
+    ) -> "PushSubscription":
+        """A push subscription on an existing consumer (ConsumerNotFoundError
+        if there is none); never created, never deleted."""
+        from . import subscribe as sub
+
+        return sub.subscribe(
+            self, "", queue, cb, consumer, stream, None, manual_ack, False, None, False, {}, error_handler, bind=True
+        )
+
+    def pull_subscribe(
+        self,
+        subject: str,
+        durable: Optional[str] = None,
+        stream: Optional[str] = None,
+        config: Optional[ConsumerConfig] = None,
+    ) -> "PullSubscription":
+        """A pull subscription on ``subject`` (ADR-13), as nats-py's: bound to
+        the durable consumer if it exists (after ADR-15's checks), else a
+        consumer is created (and deleted again by ``unsubscribe()``)."""
+        from . import subscribe as sub
+
+        return sub.pull_subscribe(self, subject, durable, stream, config)
+
+    def pull_subscribe_bind(self, durable: str, stream: str) -> "PullSubscription":
+        """A pull subscription on an existing consumer (ConsumerNotFoundError
+        if there is none); never created, never deleted."""
+        from . import subscribe as sub
+
+        return sub.pull_subscribe(self, "", durable, stream, None, bind=True)
 
     def account_info(self) -> AccountInfo:
         """Usage and limits of this account's JetStream."""

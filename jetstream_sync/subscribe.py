@@ -1,0 +1,542 @@
+"""The subscribe workflow of ADR-15 and ADR-13, for code ported from nats-py:
+``js.subscribe()`` and ``js.pull_subscribe()`` find the stream by subject,
+bind to an existing consumer after checking it fits, or create one (and
+delete it again on unsubscribe/drain), and return blocking subscriptions."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional
+
+from . import errors, options
+from .message import Msg
+from .models import AckPolicy, ConsumerConfig, ConsumerInfo
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .consumer import Consumer
+    from .contexts import ConsumeContext, MessagesContext
+    from .jetstream import JetStream
+
+__all__ = ["PullSubscription", "PushSubscription", "bind_check"]
+
+_log = logging.getLogger("jetstream_sync.subscribe")
+Handler = Callable[[Msg], Any]
+
+# Fields a caller's config must agree on with an existing consumer (ADR-15:
+# "the configuration must match"); unset (None) fields are not compared.
+_MUST_MATCH = (
+    "description",
+    "deliver_policy",
+    "opt_start_seq",
+    "opt_start_time",
+    "ack_policy",
+    "ack_wait",
+    "max_deliver",
+    "replay_policy",
+    "rate_limit_bps",
+    "sample_freq",
+    "max_waiting",
+    "max_ack_pending",
+    "flow_control",
+    "idle_heartbeat",
+    "headers_only",
+    "deliver_subject",
+)
+
+
+def find_stream(js: "JetStream", subject: str) -> str:
+    """The one stream that captures ``subject`` (ADR-15 stream lookup)."""
+    names = js.stream_names(subject)
+    if not names:
+        raise errors.StreamNotFoundError(404, errors.ErrorCode.STREAM_NOT_FOUND, f"no stream matches subject {subject!r}")
+    if len(names) > 1:
+        raise errors.SubscribeError(f"subject {subject!r} is in more than one stream: {', '.join(sorted(names))}")
+    return names[0]
+
+
+def bind_check(info: ConsumerInfo, subject: str, queue: Optional[str], pull: bool, wanted: Optional[ConsumerConfig]) -> None:
+    """ADR-15's checks before binding to an existing consumer; raises
+    SubscribeError naming what does not fit."""
+    cfg = info.config
+    name = info.name
+    deliver_subject = cfg.deliver_subject if cfg is not None else None
+    if pull and deliver_subject:
+        raise errors.SubscribeError(f"consumer {name!r} is push based (deliver subject {deliver_subject!r}): use subscribe()")
+    if not pull and not deliver_subject:
+        raise errors.SubscribeError(f"consumer {name!r} is pull based: use pull_subscribe()")
+    if not pull:
+        group = cfg.deliver_group if cfg is not None else None
+        if not group:
+            if queue:
+                raise errors.SubscribeError(
+                    f"cannot create queue subscription {queue!r}: consumer {name!r} was created without a deliver group"
+                )
+            if info.push_bound:
+                raise errors.SubscribeError(f"consumer {name!r} is already bound to a subscription")
+        elif not queue:
+            raise errors.SubscribeError(f"consumer {name!r} has deliver group {group!r}: subscribe with queue={group!r}")
+        elif queue != group:
+            raise errors.SubscribeError(f"cannot create queue subscription {queue!r}: consumer {name!r} has deliver group {group!r}")
+    if subject and cfg is not None:
+        if cfg.filter_subject and cfg.filter_subject != subject:
+            raise errors.SubscribeError(
+                f"subject {subject!r} does not match the filter subject {cfg.filter_subject!r} of consumer {name!r}"
+            )
+        if cfg.filter_subjects and subject not in cfg.filter_subjects:
+            raise errors.SubscribeError(
+                f"subject {subject!r} is not among the filter subjects {cfg.filter_subjects} of consumer {name!r}"
+            )
+    if wanted is not None and cfg is not None:
+        for field in _MUST_MATCH:
+            want = getattr(wanted, field, None)
+            have = getattr(cfg, field, None)
+            if want is None or field == "deliver_subject" and not want:
+                continue
+            if _differs(want, have):
+                raise errors.SubscribeError(
+                    f"configuration of consumer {name!r} does not match: {field} is {have!r}, asked for {want!r}"
+                )
+
+
+def _differs(want: Any, have: Any) -> bool:
+    if isinstance(want, float) or isinstance(have, float):
+        return have is None or abs(float(want) - float(have)) > 1e-6
+    if isinstance(want, datetime.datetime) and isinstance(have, datetime.datetime):
+        return want != have
+    return bool(want != have)
+
+
+class _Subscription:
+    """What pull and push subscriptions share: the consumer, and deleting it
+    on unsubscribe when this subscription created it (ADR-15)."""
+
+    def __init__(self, js: "JetStream", stream: str, consumer: str, subject: str, created: bool) -> None:
+        self._js = js
+        self.stream = stream
+        self.consumer = consumer
+        self.subject = subject
+        self._created = created
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def consumer_info(self) -> ConsumerInfo:
+        return self._js.consumer_info(self.stream, self.consumer)
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def _close(self) -> bool:
+        """Mark closed; False if it already was."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._closed = True
+            return True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise errors.SubscriptionClosedError(f"the subscription on {self.subject!r} is unsubscribed")
+
+    def _delete_if_created(self) -> None:
+        if not self._created:
+            return
+        try:
+            self._js.delete_consumer(self.stream, self.consumer)
+        except errors.NotFoundError:
+            pass  # gone already (an ephemeral that timed out, or deleted by hand)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self._closed:
+            self.unsubscribe()
+
+    def unsubscribe(self) -> None:
+        raise NotImplementedError
+
+
+class PullSubscription(_Subscription):
+    """A pull subscription (ADR-13): ``fetch(batch, timeout, heartbeat)``
+    returns the messages that are there, waiting up to ``timeout`` for the first."""
+
+    def __init__(self, js: "JetStream", consumer: "Consumer", subject: str, created: bool) -> None:
+        super().__init__(js, consumer.stream_name, consumer.name, subject, created)
+        self._cons = consumer
+
+    def __repr__(self) -> str:
+        return f"<PullSubscription {self.stream!r}/{self.consumer!r} subject={self.subject!r}>"
+
+    def fetch(self, batch: int = 1, timeout: Optional[float] = 5.0, heartbeat: Optional[float] = None) -> List[Msg]:
+        """Up to ``batch`` messages: those available now, else the first to
+        arrive within ``timeout`` seconds with any that came with it. Raises
+        :class:`jetstream_sync.TimeoutError` when none came (as nats-py)."""
+        self._check_open()
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise errors.InvalidOptionError(f"batch must be an integer >= 1, got {batch!r}")
+        t = options.duration("timeout", 5.0 if timeout is None else timeout)
+        if heartbeat is not None:
+            hb = options.duration("heartbeat", heartbeat)
+            if hb > t / 2:
+                raise errors.InvalidOptionError(f"heartbeat ({hb}s) must be at most half of timeout ({t}s)")
+        # A no-wait pull first: what is there now comes back at once, and no
+        # pull lingers on the server (ADR-13).
+        msgs = list(self._cons.fetch_no_wait(batch))
+        if msgs:
+            return msgs
+        result = self._cons.fetch(batch, expires=t, idle_heartbeat=heartbeat)
+        try:
+            for msg in result:
+                msgs.append(msg)
+                msgs.extend(result.ready())
+                break
+        finally:
+            result.close()  # what arrives after we returned goes back (NAK'd)
+        if not msgs:
+            raise errors.TimeoutError(f"no message on {self.subject or self.stream!r} within {t}s")
+        return msgs
+
+    def unsubscribe(self) -> None:
+        """End the subscription; a consumer it created is deleted."""
+        if not self._close():
+            raise errors.SubscriptionClosedError(f"the subscription on {self.subject!r} is already unsubscribed")
+        self._delete_if_created()
+
+    def drain(self) -> None:
+        """As :meth:`unsubscribe`: between fetches a pull subscription holds nothing."""
+        self.unsubscribe()
+
+
+class PushSubscription(_Subscription):
+    """A push subscription (ADR-15), or an ordered one: read with
+    :meth:`next_msg` or iteration, or give ``cb`` to have a worker thread
+    call it (acking after it returns unless ``manual_ack``)."""
+
+    def __init__(
+        self,
+        js: "JetStream",
+        stream: str,
+        consumer: str,
+        subject: str,
+        created: bool,
+        ctx: "MessagesContext | ConsumeContext",
+        queue: Optional[str],
+        consumer_name: Callable[[], Optional[str]],
+    ) -> None:
+        super().__init__(js, stream, consumer, subject, created)
+        self._ctx = ctx
+        self.queue = queue
+        self._consumer_name = consumer_name  # ordered: the name changes as it is recreated
+
+    def __repr__(self) -> str:
+        return f"<PushSubscription {self.stream!r}/{self.consumer!r} subject={self.subject!r}>"
+
+    def consumer_info(self) -> ConsumerInfo:
+        name = self._consumer_name()
+        if name is None:
+            raise errors.SubscribeError("the ordered subscription has no server consumer right now")
+        return self._js.consumer_info(self.stream, name)
+
+    def _reader(self) -> "MessagesContext":
+        from .contexts import MessagesContext
+
+        if not isinstance(self._ctx, MessagesContext):
+            raise errors.SubscribeError("this subscription has a callback; it cannot be read with next_msg()")
+        return self._ctx
+
+    def next_msg(self, timeout: Optional[float] = 1.0) -> Msg:
+        """The next message, waiting up to ``timeout`` seconds (None: no limit);
+        raises :class:`jetstream_sync.TimeoutError` (nats-py's default is 1 s)."""
+        self._check_open()
+        return self._reader().next(timeout)
+
+    def __iter__(self) -> Iterator[Msg]:
+        return iter(self._reader())
+
+    @property
+    def messages(self) -> Iterator[Msg]:
+        """Iterate the messages (nats-py's ``sub.messages``, blocking)."""
+        return iter(self)
+
+    @property
+    def delivered(self) -> int:
+        """Messages handed to the reader or callback so far."""
+        return self._ctx.stats.delivered
+
+    def unsubscribe(self) -> None:
+        """Stop now (messages received and not handed out are NAK'd); a
+        consumer this subscription created is deleted."""
+        if not self._close():
+            raise errors.SubscriptionClosedError(f"the subscription on {self.subject!r} is already unsubscribed")
+        self._ctx.stop()
+        self._delete_if_created()
+
+    def drain(self, timeout: Optional[float] = None) -> bool:
+        """Hand over (or call back) everything already received, then end and
+        delete a consumer this subscription created. Waits up to ``timeout``
+        seconds (default: the JetStream timeout) for the end; False if it did not come."""
+        if not self._close():
+            raise errors.SubscriptionClosedError(f"the subscription on {self.subject!r} is already unsubscribed")
+        t = self._js.timeout if timeout is None else options.duration("timeout", timeout)
+        self._ctx.drain()
+        from .contexts import ConsumeContext
+
+        done = self._ctx.wait(t) if isinstance(self._ctx, ConsumeContext) else self._ctx.wait_closed(t)
+        self._delete_if_created()
+        return done
+
+
+def auto_ack(handler: Handler) -> Handler:
+    """nats-py's async-subscribe default: ack after the callback returns,
+    unless it acked (or nak'd, term'd) the message itself."""
+
+    def wrapped(msg: Msg) -> Any:
+        result = handler(msg)
+        if not msg.is_acked:
+            try:
+                msg.ack()
+            except errors.MsgAlreadyAckedError:
+                pass
+        return result
+
+    return wrapped
+
+
+def push_config(
+    config: Optional[ConsumerConfig],
+    subject: str,
+    durable: Optional[str],
+    queue: Optional[str],
+    deliver_subject: str,
+    flow_control: bool,
+    idle_heartbeat: Optional[float],
+    extra: Dict[str, Any],
+) -> ConsumerConfig:
+    """The config of a push consumer subscribe() creates."""
+    cfg = dataclasses.replace(config) if config is not None else ConsumerConfig()
+    if durable and not cfg.durable_name and not cfg.name:
+        cfg.durable_name = durable
+    if queue and not cfg.deliver_group:
+        cfg.deliver_group = queue
+    if not cfg.deliver_subject:
+        cfg.deliver_subject = deliver_subject
+    if not cfg.filter_subjects and not cfg.filter_subject and subject:
+        cfg.filter_subject = subject
+    if flow_control:
+        cfg.flow_control = True
+    if idle_heartbeat is not None:
+        cfg.idle_heartbeat = idle_heartbeat
+    if cfg.ack_policy is None:
+        cfg.ack_policy = AckPolicy.EXPLICIT
+    for key, value in extra.items():
+        if value is not None and getattr(cfg, key, None) is None:
+            setattr(cfg, key, value)
+    return cfg
+
+
+def _consumer_name(durable: Optional[str], config: Optional[ConsumerConfig]) -> Optional[str]:
+    name = durable or (config.durable_name or config.name if config is not None else None)
+    if name is not None:
+        options.name("consumer", name)
+    return name
+
+
+def _lookup(js: "JetStream", stream: str, name: Optional[str], bind: bool) -> Optional[ConsumerInfo]:
+    """Info of the named consumer; None when it must be created."""
+    if name is None:
+        if bind:
+            raise errors.InvalidOptionError("binding needs the consumer's name")
+        return None
+    try:
+        return js.consumer_info(stream, name)
+    except errors.ConsumerNotFoundError:
+        if bind:
+            raise
+        return None
+
+
+def _create(js: "JetStream", stream: str, cfg: ConsumerConfig, check: Callable[[ConsumerInfo], None]) -> "tuple[ConsumerInfo, bool]":
+    """Create the consumer; if another process created it meanwhile, bind to
+    it after the checks (ADR-15 race). Returns (info, created)."""
+    try:
+        return js.create_consumer(stream, cfg).cached_info, True
+    except errors.APIError as exc:
+        if exc.err_code not in (errors.ErrorCode.CONSUMER_ALREADY_EXISTS, errors.ErrorCode.CONSUMER_NAME_EXISTS):
+            raise
+    info = js.consumer_info(stream, cfg.durable_name or cfg.name)  # type: ignore[arg-type]
+    check(info)
+    return info, False
+
+
+def pull_subscribe(
+    js: "JetStream",
+    subject: str,
+    durable: Optional[str],
+    stream: Optional[str],
+    config: Optional[ConsumerConfig],
+    bind: bool = False,
+) -> PullSubscription:
+    """ADR-13/15: bind to or create a pull consumer for ``subject``."""
+    if subject:
+        options.subject(subject, wildcards=True)
+    if config is not None and not isinstance(config, ConsumerConfig):
+        raise errors.InvalidOptionError(f"config must be a ConsumerConfig, not {type(config).__name__}")
+    if config is not None and config.deliver_subject:
+        raise errors.InvalidOptionError("a pull subscription's consumer has no deliver_subject")
+    name = _consumer_name(durable, config)
+    if stream is not None:
+        options.name("stream", stream)
+    elif subject:
+        stream = find_stream(js, subject)
+    else:
+        raise errors.InvalidOptionError("give a subject or a stream")
+    info = _lookup(js, stream, name, bind)
+    created = False
+    if info is not None:
+        bind_check(info, subject, None, True, config)
+    else:
+        cfg = dataclasses.replace(config) if config is not None else ConsumerConfig()
+        if name and not cfg.name:
+            cfg.durable_name = name
+        if subject and not cfg.filter_subject and not cfg.filter_subjects:
+            cfg.filter_subject = subject
+        info, created = _create(js, stream, cfg, lambda i: bind_check(i, subject, None, True, config))
+    consumer = js.consumer(stream, info.name)
+    return PullSubscription(js, consumer, subject, created)  # type: ignore[arg-type]
+
+
+def subscribe(
+    js: "JetStream",
+    subject: str,
+    queue: Optional[str],
+    cb: Optional[Handler],
+    durable: Optional[str],
+    stream: Optional[str],
+    config: Optional[ConsumerConfig],
+    manual_ack: bool,
+    ordered_consumer: bool,
+    idle_heartbeat: Optional[float],
+    flow_control: bool,
+    extra: Dict[str, Any],
+    error_handler: Optional[Callable[[BaseException], Any]] = None,
+    bind: bool = False,
+) -> PushSubscription:
+    """ADR-15: bind to or create a push (or ordered) consumer for ``subject``."""
+    if subject:
+        options.subject(subject, wildcards=True)
+    if queue is not None:
+        options.name("queue", queue)
+    if cb is not None and not callable(cb):
+        raise errors.InvalidOptionError("cb must be callable")
+    if error_handler is not None and not callable(error_handler):
+        raise errors.InvalidOptionError("error_handler must be callable")
+    for flag, value in (("manual_ack", manual_ack), ("ordered_consumer", ordered_consumer), ("flow_control", flow_control)):
+        if not isinstance(value, bool):
+            raise errors.InvalidOptionError(f"{flag} must be a bool, got {value!r}")
+    if config is not None and not isinstance(config, ConsumerConfig):
+        raise errors.InvalidOptionError(f"config must be a ConsumerConfig, not {type(config).__name__}")
+    hb = None if idle_heartbeat is None else options.duration("idle_heartbeat", idle_heartbeat)
+    if ordered_consumer:
+        return _subscribe_ordered(js, subject, queue, cb, durable, stream, config, hb, extra, error_handler)
+    if queue:
+        if durable and durable != queue:
+            raise errors.InvalidOptionError(f"cannot create queue subscription {queue!r} to consumer {durable!r}")
+        durable = durable or queue  # the queue name is the durable name (as nats-py)
+        if flow_control or (config is not None and config.flow_control):
+            raise errors.InvalidOptionError("flow control is not supported with a queue subscription (ADR-15)")
+        if hb or (config is not None and config.idle_heartbeat):
+            raise errors.InvalidOptionError("idle heartbeats are not supported with a queue subscription (ADR-15)")
+    if flow_control and not (hb or (config is not None and config.idle_heartbeat)):
+        raise errors.InvalidOptionError("flow control needs an idle heartbeat (the server requires it)")
+    name = _consumer_name(durable, config)
+    if stream is not None:
+        options.name("stream", stream)
+    elif subject:
+        stream = find_stream(js, subject)
+    else:
+        raise errors.InvalidOptionError("give a subject or a stream")
+    info = _lookup(js, stream, name, bind)
+    created = False
+
+    def check(i: ConsumerInfo) -> None:
+        bind_check(i, subject, queue, False, config)
+
+    if info is not None:
+        check(info)
+    else:
+        deliver = js.connection.new_inbox()
+        cfg = push_config(config, subject, name, queue, deliver, flow_control, hb, extra)
+        info, created = _create(js, stream, cfg, check)
+    consumer: Any = js.consumer(stream, info.name)
+    try:
+        if cb is not None:
+            handler = cb if manual_ack or _acks_off(info) else auto_ack(cb)
+            ctx: Any = consumer.consume(handler, error_handler=error_handler)
+        else:
+            ctx = consumer.messages(error_handler=error_handler)
+    except BaseException:
+        if created:
+            _delete_quietly(js, stream, info.name)
+        raise
+    return PushSubscription(js, stream, info.name, subject, created, ctx, queue, lambda: info.name)
+
+
+def _subscribe_ordered(
+    js: "JetStream",
+    subject: str,
+    queue: Optional[str],
+    cb: Optional[Handler],
+    durable: Optional[str],
+    stream: Optional[str],
+    config: Optional[ConsumerConfig],
+    hb: Optional[float],
+    extra: Dict[str, Any],
+    error_handler: Optional[Callable[[BaseException], Any]],
+) -> PushSubscription:
+    """subscribe(ordered_consumer=True): an OrderedConsumer read in the background or by next_msg()."""
+    from .ordered import OrderedConsumer
+
+    if queue or durable:
+        raise errors.InvalidOptionError("an ordered consumer takes no queue and no durable name (ADR-17)")
+    cfg = config or ConsumerConfig()
+    if cfg.durable_name or cfg.deliver_group or cfg.deliver_subject:
+        raise errors.InvalidOptionError("an ordered consumer's config has no durable_name, deliver_group or deliver_subject")
+    if stream is not None:
+        options.name("stream", stream)
+    elif subject:
+        stream = find_stream(js, subject)
+    else:
+        raise errors.InvalidOptionError("give a subject or a stream")
+    filters = cfg.filter_subjects or ([cfg.filter_subject or subject] if (cfg.filter_subject or subject) else None)
+    oc = OrderedConsumer(
+        js,
+        stream,
+        filter_subjects=filters,
+        deliver_policy=extra.get("deliver_policy") or cfg.deliver_policy,
+        opt_start_seq=cfg.opt_start_seq,
+        opt_start_time=cfg.opt_start_time,
+        replay_policy=cfg.replay_policy,
+        inactive_threshold=extra.get("inactive_threshold") or cfg.inactive_threshold,
+        headers_only=bool(extra.get("headers_only") or cfg.headers_only),
+    )
+    opts: Dict[str, Any] = {}
+    if hb or cfg.idle_heartbeat:
+        beat = hb or cfg.idle_heartbeat
+        opts = {"idle_heartbeat": beat, "expires": max(2 * beat, 30.0)}  # type: ignore[operator]
+    ctx: Any = oc.consume(cb, error_handler=error_handler, **opts) if cb else oc.messages(error_handler=error_handler, **opts)
+    return PushSubscription(js, stream, oc.name or "", subject, False, ctx, None, lambda: oc.name)
+
+
+def _acks_off(info: ConsumerInfo) -> bool:
+    return info.config is not None and info.config.ack_policy in (AckPolicy.NONE, "none")
+
+
+def _delete_quietly(js: "JetStream", stream: str, name: str) -> None:
+    try:
+        js.delete_consumer(stream, name)
+    except errors.JetStreamError as exc:
+        _log.debug("consumer %s/%s not deleted: %r", stream, name, exc)

@@ -1,0 +1,401 @@
+"""The subscribe workflow (ADR-15, ADR-13) in blocking form: nats.py's
+SubscribeTest and PullSubscribeTest cases, and one test per binding error."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import jetstream_sync as jss
+
+from ..helpers import publish, wait_until
+
+
+@pytest.fixture
+def multi(js):
+    js.create_stream(name="TEST2", subjects=["a1", "a2", "a3", "a4"])
+    return "TEST2"
+
+
+# -- pull_subscribe ------------------------------------------------------------------
+
+
+def test_pull_subscribe_creates_a_consumer_filtered_on_the_subject(js, multi):
+    for i in range(1, 10):
+        js.publish("a1", f"a1:{i}".encode())
+    sub = js.pull_subscribe("a2", "auto")
+    js.publish("a2", b"one")
+    for i in range(10, 20):
+        js.publish("a3", f"a3:{i}".encode())
+    msgs = sub.fetch(1)
+    assert [m.data for m in msgs] == [b"one"]
+    msgs[0].ack()
+    with pytest.raises(jss.TimeoutError):
+        sub.fetch(1, timeout=0.5)
+    sub2 = js.pull_subscribe("a2", "auto2", config=jss.ConsumerConfig(max_waiting=10))
+    assert sub2.consumer_info().config.max_waiting == 10
+    assert sub2.fetch(1)[0].data == b"one"
+    sub3 = js.pull_subscribe("a3", "auto3")
+    assert sub3.fetch(1)[0].data == b"a3:10"
+    everything = js.pull_subscribe("", "all", stream=multi)
+    first = everything.fetch(1)[0]
+    assert first.data == b"a1:1"
+
+
+def test_fetch_returns_what_is_there_without_waiting_for_the_batch(js, multi):
+    publish(js, "a1", 10)
+    sub = js.pull_subscribe("a1", "dn", config=jss.ConsumerConfig(max_waiting=3))
+    msgs = sub.fetch(5)
+    assert [m.data for m in msgs] == [str(i).encode() for i in range(5)]
+    for m in msgs:
+        m.ack()
+    assert sub.consumer_info().num_pending == 5
+    t0 = time.monotonic()
+    msgs = sub.fetch(10, timeout=5)  # five are there: no wait for ten
+    assert len(msgs) == 5 and time.monotonic() - t0 < 2
+    for m in msgs:
+        m.ack_sync()
+    info = sub.consumer_info()
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+
+
+def test_fetch_waits_for_the_first_and_returns_with_it(js, multi):
+    sub = js.pull_subscribe("a1", "dw")
+    out = []
+    t = threading.Thread(target=lambda: out.append(sub.fetch(3, timeout=10)))
+    t.start()
+    wait_until(lambda: sub.consumer_info().num_waiting >= 1)
+    js.publish("a1", b"late")
+    t.join(10)
+    assert [m.data for m in out[0]] == [b"late"]
+    out[0][0].ack_sync()
+    info = sub.consumer_info()
+    assert info.num_ack_pending == 0 and info.num_redelivered == 0
+
+
+def test_fetch_one_acks_nak_term(js, multi):
+    js.publish("a1", b"Hello")
+    sub = js.pull_subscribe("a1", "dur")
+    msg = sub.fetch(1)[0]
+    md = msg.metadata
+    assert (md.sequence.stream, md.sequence.consumer, md.num_pending, md.num_delivered) == (1, 1, 0, 1)
+    msg.ack()
+    with pytest.raises(jss.TimeoutError):
+        sub.fetch(timeout=0.5)
+    for i in range(3):
+        js.publish("a1", f"i:{i}".encode(), headers={"hello": "world"})
+    msg = sub.fetch()[0]
+    assert msg.headers == {"hello": "world"}
+    msg.nak()
+    again = sub.fetch()[0]
+    assert again.data == msg.data and again.metadata.num_delivered == 2
+    again.term()
+    nxt = sub.fetch()[0]
+    assert nxt.data == b"i:1"
+
+
+def test_pull_subscribe_deletes_only_what_it_created(js, multi):
+    sub = js.pull_subscribe("a1", "made")
+    assert "made" in js.consumer_names(multi)
+    sub.unsubscribe()
+    assert "made" not in js.consumer_names(multi)
+    with pytest.raises(jss.SubscriptionClosedError):
+        sub.unsubscribe()
+    with pytest.raises(jss.SubscriptionClosedError):
+        sub.fetch(1)
+    js.create_consumer(multi, durable_name="kept", filter_subject="a1")
+    sub = js.pull_subscribe("a1", "kept")
+    sub.unsubscribe()
+    assert "kept" in js.consumer_names(multi)
+
+
+def test_ephemeral_pull_subscribe_is_deleted_on_unsubscribe(js, multi):
+    with js.pull_subscribe("a1") as sub:
+        name = sub.consumer
+        assert name in js.consumer_names(multi)
+    assert name not in js.consumer_names(multi)
+
+
+def test_pull_subscribe_bind(js, multi):
+    with pytest.raises(jss.ConsumerNotFoundError):
+        js.pull_subscribe_bind("nobody", multi)
+    js.create_consumer(multi, durable_name="b", filter_subject="a4")
+    js.publish("a4", b"x")
+    sub = js.pull_subscribe_bind("b", multi)
+    assert sub.fetch(1)[0].data == b"x"
+    sub.unsubscribe()
+    assert "b" in js.consumer_names(multi)
+
+
+def test_fetch_heartbeat_and_validation(js, multi):
+    sub = js.pull_subscribe("a1", "hb")
+    with pytest.raises(jss.InvalidOptionError):
+        sub.fetch(0)
+    with pytest.raises(jss.InvalidOptionError):
+        sub.fetch(1, timeout=1, heartbeat=0.9)
+    with pytest.raises(jss.TimeoutError):
+        sub.fetch(1, timeout=1, heartbeat=0.2)
+
+
+# -- binding errors (ADR-15), each before anything is consumed --------------------------
+
+
+def test_pull_subscribe_to_a_push_consumer_is_refused(js, multi):
+    js.create_consumer(multi, durable_name="p", deliver_subject="dlv.p", filter_subject="a1")
+    with pytest.raises(jss.SubscribeError, match="push based"):
+        js.pull_subscribe("a1", "p")
+
+
+def test_filter_mismatch_is_refused(js, multi):
+    js.create_consumer(multi, durable_name="f", filter_subject="a1")
+    with pytest.raises(jss.SubscribeError, match="filter subject"):
+        js.pull_subscribe("a2", "f")
+
+
+def test_config_mismatch_is_refused(js, multi):
+    js.create_consumer(multi, durable_name="c", filter_subject="a1", max_ack_pending=10)
+    with pytest.raises(jss.SubscribeError, match="max_ack_pending"):
+        js.pull_subscribe("a1", "c", config=jss.ConsumerConfig(max_ack_pending=20))
+    js.pull_subscribe("a1", "c", config=jss.ConsumerConfig(max_ack_pending=10)).unsubscribe()
+
+
+def test_subject_in_no_stream_or_two_streams(js, multi):
+    with pytest.raises(jss.StreamNotFoundError):
+        js.pull_subscribe("nowhere", "x")
+    js.create_stream(name="OTHER", subjects=["b.>"])
+    js.create_stream(name="OTHER2", subjects=["c.>"])
+    with pytest.raises(jss.SubscribeError, match="more than one stream"):
+        js.pull_subscribe(">", "x")
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        (("a..b",), {}),
+        (("a1", "bad.name"), {}),
+        (("a1",), {"stream": "bad.stream"}),
+        (("a1",), {"config": {"max_waiting": 3}}),
+        (("a1",), {"config": jss.ConsumerConfig(deliver_subject="x")}),
+        (("",), {}),
+    ],
+)
+def test_pull_subscribe_bad_input_sends_nothing(js, multi, args, kwargs):
+    with pytest.raises(jss.InvalidOptionError):
+        js.pull_subscribe(*args, **kwargs)
+    assert js.consumer_names(multi) == []
+
+
+# -- subscribe (push) ------------------------------------------------------------------
+
+
+@pytest.fixture
+def quux(js):
+    js.create_stream(name="qsub", subjects=["quux"])
+    return "qsub"
+
+
+def test_queue_subscribe_shares_one_consumer(js, quux):
+    got = {1: [], 2: [], 3: []}
+    subs = [js.subscribe("quux", "wg", cb=got[i].append) for i in (1, 2, 3)]
+    assert len({s.subject for s in subs}) == 1
+    assert js.consumer_names(quux) == ["wg"]
+    for i in range(100):
+        js.publish("quux", f"Hello World {i}".encode())
+    wait_until(lambda: sum(len(v) for v in got.values()) == 100, timeout=10)
+    assert sorted(m.data for v in got.values() for m in v) == sorted(f"Hello World {i}".encode() for i in range(100))
+    assert all(len(v) for v in got.values())  # the queue group spreads the work
+    wait_until(lambda: js.consumer_info(quux, "wg").num_ack_pending == 0)  # auto-acked after each callback
+    subs[0].unsubscribe()  # created the consumer: deletes it
+    assert subs[1].drain(timeout=10)
+    subs[2].unsubscribe()
+    with pytest.raises(jss.SubscriptionClosedError):
+        subs[0].unsubscribe()
+    with pytest.raises(jss.SubscriptionClosedError):
+        subs[1].drain()
+    assert js.consumer_names(quux) == []
+
+
+def test_push_bound_durable_refuses_a_second_subscriber(js, quux):
+    publish(js, "quux", 10)
+    got = []
+    sub = js.subscribe("quux", cb=got.append, durable="singleton")
+    wait_until(lambda: js.consumer_info(quux, "singleton").push_bound)
+    with pytest.raises(jss.SubscribeError, match="already bound"):
+        js.subscribe("quux", durable="singleton")
+    with pytest.raises(jss.InvalidOptionError, match="cannot create queue subscription 'foo' to consumer 'singleton'"):
+        js.subscribe("quux", queue="foo", durable="singleton")
+    wait_until(lambda: len(got) == 10)
+    two = js.subscribe("quux", durable="two")
+    for i in range(10):
+        msg = two.next_msg(timeout=5)
+        assert msg.data == str(i).encode()
+        assert (msg.metadata.sequence.stream, msg.metadata.sequence.consumer) == (i + 1, i + 1)
+        msg.ack()
+    sub.unsubscribe()
+    two.unsubscribe()
+
+
+def test_ephemeral_subscribers_read_at_their_own_pace(js, quux):
+    publish(js, "quux", 10)
+    sub1 = js.subscribe("quux")
+    sub2 = js.subscribe("quux")
+    for n, msg in enumerate(sub1, 1):
+        msg.ack_sync()
+        if n == 10:
+            break
+    info1, info2 = sub1.consumer_info(), sub2.consumer_info()
+    assert info1.stream_name == quux and info1.num_ack_pending == 0
+    assert info2.num_ack_pending + info2.num_pending == 10
+    assert info1.name != info2.name
+    names = (info1.name, info2.name)
+    sub1.unsubscribe()
+    sub2.unsubscribe()
+    assert not set(names) & set(js.consumer_names(quux))
+
+
+def test_subscribe_bind_uses_the_consumers_deliver_subject(js, nc):
+    js.create_stream(name="hello-stream", subjects=["hello-subject"])
+    inbox = nc.new_inbox()
+    js.create_consumer("hello-stream", durable_name="alice", deliver_subject=inbox)
+    sub = js.subscribe_bind("hello-stream", "alice")
+    assert sub.subject == "" and sub.consumer == "alice"
+    publish(js, "hello-subject", 10)
+    for _ in range(10):
+        sub.next_msg(timeout=5).ack()
+    wait_until(lambda: sub.consumer_info().num_ack_pending == 0)
+    sub.unsubscribe()
+    assert "alice" in js.consumer_names("hello-stream")  # bound, not created: kept
+    with pytest.raises(jss.ConsumerNotFoundError):
+        js.subscribe_bind("hello-stream", "bob")
+
+
+def test_subscribe_with_a_deliver_subject_in_the_config(js, nc, quux):
+    plain = nc.subscribe("pconfig-deliver")
+    got = []
+    sub = js.subscribe("quux", stream=quux, cb=got.append, config=jss.ConsumerConfig(name="pconfig-ps", deliver_subject="pconfig-deliver"))
+    assert sub.subject == "quux"
+    assert js.consumer_info(quux, "pconfig-ps").config.deliver_subject == "pconfig-deliver"
+    publish(js, "quux", 10)
+    wait_until(lambda: len(got) == 10)
+    seen = [plain.next_msg(timeout=5).data for _ in range(10)]
+    assert sorted(seen) == sorted(m.data for m in got)
+    sub.unsubscribe()
+    plain.unsubscribe()
+
+
+def test_subscribe_filter_subjects(js):
+    js.create_stream(name="events", subjects=["events.>"])
+    got = []
+    sub = js.subscribe("events.>", "filter", cb=got.append, config=jss.ConsumerConfig(filter_subjects=["events.1", "events.2"]))
+    for i in range(15):
+        js.publish(f"events.{i}", b"i:%d" % i)
+    wait_until(lambda: len(got) == 2)
+    wait_until(lambda: sub.consumer_info().num_pending == 0)
+    sub.unsubscribe()
+
+
+def test_manual_ack_leaves_acking_to_the_callback(js, quux):
+    publish(js, "quux", 3)
+    got = []
+    sub = js.subscribe("quux", cb=got.append, durable="m", manual_ack=True)
+    wait_until(lambda: len(got) == 3)
+    assert js.consumer_info(quux, "m").num_ack_pending == 3
+    for m in got:
+        m.ack()
+    wait_until(lambda: js.consumer_info(quux, "m").num_ack_pending == 0)
+    sub.unsubscribe()
+
+
+def test_next_msg_times_out_and_refuses_on_a_callback_subscription(js, quux):
+    sub = js.subscribe("quux")
+    t0 = time.monotonic()
+    with pytest.raises(jss.TimeoutError):
+        sub.next_msg(timeout=0.3)
+    assert time.monotonic() - t0 < 3
+    sub.unsubscribe()
+    cb_sub = js.subscribe("quux", cb=lambda m: None)
+    with pytest.raises(jss.SubscribeError):
+        cb_sub.next_msg()
+    cb_sub.unsubscribe()
+
+
+def test_heartbeats_and_flow_control(js, quux):
+    publish(js, "quux", 200, payload=b"x" * 1000)
+    sub = js.subscribe("quux", durable="fc", idle_heartbeat=0.5, flow_control=True)
+    info = js.consumer_info(quux, "fc")
+    assert info.config.flow_control and info.config.idle_heartbeat == pytest.approx(0.5)
+    for _ in range(200):
+        sub.next_msg(timeout=5).ack()
+    sub.unsubscribe()
+
+
+def test_ordered_subscribe(js, quux):
+    publish(js, "quux", 50)
+    sub = js.subscribe("quux", ordered_consumer=True)
+    seqs = []
+    for msg in sub:
+        seqs.append(msg.metadata.sequence.stream)
+        if len(seqs) == 20:
+            js.delete_consumer(quux, sub.consumer_info().name)
+        if len(seqs) == 50:
+            break
+    assert seqs == list(range(1, 51))
+    sub.unsubscribe()
+    got = []
+    cb_sub = js.subscribe("quux", cb=got.append, ordered_consumer=True, idle_heartbeat=1)
+    wait_until(lambda: len(got) == 50)
+    assert [m.metadata.sequence.stream for m in got] == list(range(1, 51))
+    cb_sub.drain(timeout=10)
+
+
+# -- binding errors and bad input (push) --------------------------------------------------
+
+
+def test_subscribe_to_a_pull_consumer_is_refused(js, quux):
+    js.create_consumer(quux, durable_name="pull")
+    with pytest.raises(jss.SubscribeError, match="pull based"):
+        js.subscribe("quux", durable="pull")
+
+
+def test_queue_on_a_consumer_without_deliver_group_is_refused(js, quux):
+    js.create_consumer(quux, durable_name="wg", deliver_subject="dlv.wg")
+    with pytest.raises(jss.SubscribeError, match="without a deliver group"):
+        js.subscribe("quux", "wg")
+
+
+def test_plain_subscribe_to_a_queue_consumer_is_refused(js, quux):
+    js.create_consumer(quux, durable_name="grp", deliver_subject="dlv.grp", deliver_group="grp")
+    with pytest.raises(jss.SubscribeError, match="deliver group 'grp'"):
+        js.subscribe("quux", durable="grp")
+
+
+def test_queue_name_must_match_the_deliver_group(js, quux):
+    js.create_consumer(quux, durable_name="other", deliver_subject="dlv.o", deliver_group="grp")
+    with pytest.raises(jss.SubscribeError, match="deliver group 'grp'"):
+        js.subscribe("quux", "other")
+
+
+@pytest.mark.parametrize(
+    "args, kwargs",
+    [
+        (("qu..ux",), {}),
+        (("quux", "bad queue"), {}),
+        (("quux",), {"cb": "not callable"}),
+        (("quux", "wg"), {"flow_control": True, "idle_heartbeat": 1}),
+        (("quux", "wg"), {"idle_heartbeat": 1}),
+        (("quux",), {"flow_control": True}),
+        (("quux",), {"ordered_consumer": True, "durable": "d"}),
+        (("quux", "q"), {"ordered_consumer": True}),
+        (("quux",), {"idle_heartbeat": -1}),
+        (("quux",), {"manual_ack": "yes"}),
+        (("quux",), {"deliver_policy": "sideways"}),
+        (("quux",), {"config": {"durable_name": "x"}}),
+        (("quux", "a"), {"durable": "b"}),
+    ],
+)
+def test_subscribe_bad_input_sends_nothing(js, quux, args, kwargs):
+    with pytest.raises(jss.InvalidOptionError):
+        js.subscribe(*args, **kwargs)
+    assert js.consumer_names(quux) == []
