@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._connection import Connection
     from ._outbox import AckOutbox
 
-__all__ = ["Msg", "Metadata", "SequencePair", "parse_metadata"]
+__all__ = ["Msg", "Metadata", "SequencePair", "parse_metadata", "consumer_sequence"]
 
 _log = logging.getLogger("jetstream_sync.message")
 
@@ -83,6 +83,17 @@ def parse_metadata(reply: Optional[str]) -> Metadata:
         consumer=tokens[base + 1],
         domain=domain,
     )
+
+
+def consumer_sequence(reply: bytes) -> int:
+    """The consumer sequence of a ``$JS.ACK`` reply subject (v1 or v2) without
+    parsing the rest (per-chunk gap checks); 0 when it has none."""
+    tokens = reply.split(b".", 9)  # v1: 9 tokens; v2: 11 or more, the rest in the last
+    n = len(tokens)
+    if n < 9 or tokens[1] != b"ACK":
+        return 0
+    token = tokens[6 if n == 9 else 8]
+    return int(token) if token.isdigit() else 0
 
 
 def parse_header_block(raw: bytes) -> Optional[Dict[str, str]]:
