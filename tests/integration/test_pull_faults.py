@@ -19,13 +19,6 @@ from ..helpers import PullSpy, publish, wait_until
 RECONNECT = dict(reconnect_time_wait=0.2, max_reconnect_attempts=-1)
 
 
-@pytest.fixture
-def fnc(private_server):
-    client = jss.connect(private_server.url, **RECONNECT)
-    yield client
-    client.close()
-
-
 def test_messages_survive_a_server_restart(private_server, fnc):
     js = fnc.jetstream()
     stream = js.create_stream(name="R", subjects=["r.>"])

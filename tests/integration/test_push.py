@@ -15,15 +15,6 @@ from jetstream_sync._push import PushEngine
 
 from ..helpers import publish, wait_until
 
-RECONNECT = dict(reconnect_time_wait=0.2, max_reconnect_attempts=-1)
-
-
-@pytest.fixture
-def fnc(private_server):
-    client = jss.connect(private_server.url, **RECONNECT)
-    yield client
-    client.close()
-
 
 def push(stream, name="p", **cfg):
     cfg.setdefault("deliver_subject", f"deliver.{stream.name}.{name}")
