@@ -301,7 +301,7 @@ class Receiver(Resource):
             return None
         if isinstance(item, list):
             if self._state is STOPPED:
-                self.nak(item)  # never handed out
+                self._nak_on_stop(item)  # never handed out
             else:
                 # Count first: a lock-free reader then errs towards "taken",
                 # which can only schedule a pull check, never skip one.
@@ -374,7 +374,7 @@ class Receiver(Resource):
                     break
             self._appended -= len(leftover)  # NAK'd, never handed out
             self._cond.notify_all()
-        self.nak(leftover)
+        self._nak_on_stop(leftover)
         if self._queue is not None:
             self._queue.put_nowait(_WAKE)  # the thread blocked on the queue re-checks state
         engine = self.engine
@@ -413,6 +413,19 @@ class Receiver(Resource):
     @property
     def finished(self) -> bool:
         return self._state is STOPPED or (self._end is not None and not self._buf)
+
+    def _nak_on_stop(self, msgs: List[Msg]) -> None:
+        """NAK what was never handed out, through an engine that holds NAKs
+        until its interest is gone (push: a NAK'd message is redelivered at
+        once, and must not come back to this subscription)."""
+        engine = self.engine
+        if msgs and engine is not None and engine.defers_naks and not self._conn.closing:
+            try:
+                self._conn.call_soon(engine.nak_later, msgs)
+                return
+            except errors.JetStreamError:
+                pass
+        self.nak(msgs)
 
     def nak(self, msgs: List[Msg]) -> None:
         """NAK messages never handed out, so the server redelivers them at once."""
@@ -497,6 +510,12 @@ class _Engine:
     # -- the subscription's sink (loop thread, called by the parser) -------------
 
     make = WireMsg
+    defers_naks = False  # see nak_later()
+
+    def nak_later(self, msgs: List[Msg]) -> None:
+        """Loop thread: NAK messages never handed out (engines that defer
+        NAKs until their subscription is gone override this)."""
+        self._receiver.nak(msgs)
 
     @property
     def conn(self) -> "Connection":
@@ -569,7 +588,7 @@ class _Engine:
                 if nbytes > stats.buffered_bytes_high_water:
                     stats.buffered_bytes_high_water = nbytes
             if self._nak_arrivals:
-                self._receiver.nak(chunk)
+                self.nak_later(chunk)
             else:
                 self._handed_off(chunk)
                 self._q.async_q.put_nowait(chunk)
@@ -833,6 +852,7 @@ class _Continuous(_Engine):
             self._flush()  # NAKs the chunk being collected
         closed = isinstance(error, errors.ConnectionClosedError)
         await self._unsubscribe(drain=error is None)
+        self._unsubscribed()
         if nak:
             self._nak_queued()
         if closed:
@@ -853,6 +873,9 @@ class _Continuous(_Engine):
 
     def _cancel_timers(self) -> None:
         """Shutting down: cancel what subclasses scheduled besides the tick."""
+
+    def _unsubscribed(self) -> None:
+        """Shutting down: the server has no interest any more."""
 
 
 class PullEngine(_Continuous):
