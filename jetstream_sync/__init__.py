@@ -5,7 +5,8 @@ Importing the package starts no thread and imports no pyspark.
 
 from ._signals import install_signal_handlers
 from .client import Client, Subscription, connect
-from .consumer import Consumer
+from ._push import PushStats
+from .consumer import BaseConsumer, Consumer, PullConsumer
 from .contexts import ConsumeContext, FetchResult, MessagesContext, PullStats
 from .errors import (
     APIError,
@@ -14,7 +15,9 @@ from .errors import (
     ConnectionClosedError,
     ConsumerDeletedError,
     ConsumerNotFoundError,
+    ConsumerAlreadyConsumingError,
     ConsumerPushBasedError,
+    ConsumerSequenceMismatchError,
     ConsumerStoppedError,
     DeadlockError,
     ErrorCode,
@@ -57,6 +60,7 @@ from .models import (
     StreamInfo,
 )
 from .ordered import OrderedConsumer
+from .push import PushConsumer
 from .stream import Stream
 from .subscribe import PullSubscription, PushSubscription
 
@@ -69,14 +73,18 @@ __all__ = [
     "Subscription",
     "JetStream",
     "Stream",
+    "BaseConsumer",
     "Consumer",
     "OrderedConsumer",
     "PullSubscription",
     "PushSubscription",
+    "PullConsumer",
+    "PushConsumer",
     "MessagesContext",
     "ConsumeContext",
     "FetchResult",
     "PullStats",
+    "PushStats",
     "Msg",
     "Metadata",
     "SequencePair",
@@ -98,7 +106,9 @@ __all__ = [
     "ConnectionClosedError",
     "ConsumerDeletedError",
     "ConsumerNotFoundError",
+    "ConsumerAlreadyConsumingError",
     "ConsumerPushBasedError",
+    "ConsumerSequenceMismatchError",
     "ConsumerStoppedError",
     "AuthorizationError",
     "ErrorCode",

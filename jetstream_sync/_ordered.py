@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from . import errors
 from ._pull import FetchEngine, PullEngine, PullTarget, Receiver
-from .message import Msg, reply_bytes
+from .message import Msg, ack_sequences, reply_bytes
 from .models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from .options import ConsumeOptions, FetchOptions, StatusKind, classify_status
 
@@ -42,21 +42,6 @@ _DELETE_TIMEOUT = 10.0
 _RECREATE_ON = (StatusKind.CONSUMER_DELETED, StatusKind.NO_RESPONDERS)
 # Failures that a new attempt cannot fix.
 _FATAL = (errors.StreamNotFoundError, errors.ConnectionClosedError, errors.InvalidOptionError, errors.PermissionDeniedError)
-
-
-def ack_sequences(reply: bytes) -> Tuple[bytes, int, int]:
-    """(consumer name, stream sequence, consumer sequence) of an ack subject
-    (ADR-15 v1 with 9 tokens, v2 with 11 or more)."""
-    t = reply.split(b".")
-    n = len(t)
-    try:
-        if n == 9:
-            return t[3], int(t[5]), int(t[6])
-        if n >= 11:
-            return t[5], int(t[7]), int(t[8])
-    except ValueError:
-        pass
-    raise errors.NotJSMessageError(f"not a JetStream ack subject: {reply[:200]!r}")
 
 
 class OrderedState:
@@ -84,7 +69,8 @@ class OrderedState:
     def cursor(self) -> int:
         """Stream sequence of the last message handed to the user (0: none yet)."""
         msg = self.last_taken
-        return ack_sequences(reply_bytes(msg))[1] if msg is not None else 0
+        seqs = ack_sequences(reply_bytes(msg)) if msg is not None else None
+        return seqs[1] if seqs is not None else 0
 
     def target(self) -> PullTarget:
         prefix = self.js.api_prefix
@@ -165,10 +151,10 @@ class OrderedState:
         kept: List[Msg] = []
         gap = False
         for msg in msgs:
-            try:
-                cons, s, c = ack_sequences(reply_bytes(msg))
-            except errors.NotJSMessageError:
+            seqs = ack_sequences(reply_bytes(msg))
+            if seqs is None:
                 continue  # not from a consumer: nothing to hand out
+            cons, s, c = seqs
             if cons != name:
                 continue  # from a consumer already replaced
             if c != cseq + 1:
@@ -239,10 +225,7 @@ class OrderedPullEngine(PullEngine):
     def _start_repull(self) -> None:
         self._recreate("missed heartbeats")  # after an alarm: never trust the old consumer
 
-    def _on_reconnected(self) -> None:
-        self._connected = True
-        self._stats.reconnects += 1
-        self._watch.traffic()
+    def _resume(self) -> None:
         if self._wake is not None:
             self._wake.set()  # a reset waiting out its backoff tries again now
         self._recreate("reconnected")  # a memory consumer may not have survived
@@ -317,7 +300,7 @@ class OrderedPullEngine(PullEngine):
 
     def _retarget(self, target: PullTarget) -> None:
         self._target = target
-        self._pull_subject = target.pull_subject
+        self._subject = target.pull_subject
         if self._remove_perm is not None:
             self._remove_perm()
             self._remove_perm = self._conn.watch_permission(target.pull_subject, self._denied)

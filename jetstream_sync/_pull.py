@@ -57,15 +57,25 @@ _PACE_RUN = 8  # takes per pace sample
 
 
 @dataclass(frozen=True)
-class PullTarget:
-    """Where an engine pulls from: the consumer's subjects and its AckWait."""
+class ConsumerTarget:
+    """The consumer an engine reads from: names, info subject, AckWait."""
 
     stream: str
     consumer: str
-    pull_subject: str  # $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>
     info_subject: str  # $JS.API.CONSUMER.INFO.<stream>.<consumer>
     ack_wait: Optional[float]  # seconds; None when acks are off
     api_timeout: float
+
+
+@dataclass(frozen=True)
+class PullTarget(ConsumerTarget):
+    """Where an engine pulls from."""
+
+    pull_subject: str  # $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>
+
+    @property
+    def subject(self) -> str:
+        return self.pull_subject
 
 
 @dataclass
@@ -294,7 +304,7 @@ class Receiver(Resource):
             return None
         if isinstance(item, list):
             if self._state is STOPPED:
-                self.nak(item)  # never handed out
+                self._nak_on_stop(item)  # never handed out
             else:
                 # Count first: a lock-free reader then errs towards "taken",
                 # which can only schedule a pull check, never skip one.
@@ -367,7 +377,7 @@ class Receiver(Resource):
                     break
             self._appended -= len(leftover)  # NAK'd, never handed out
             self._cond.notify_all()
-        self.nak(leftover)
+        self._nak_on_stop(leftover)
         if self._queue is not None:
             self._queue.put_nowait(_WAKE)  # the thread blocked on the queue re-checks state
         engine = self.engine
@@ -406,6 +416,19 @@ class Receiver(Resource):
     @property
     def finished(self) -> bool:
         return self._state is STOPPED or (self._end is not None and not self._buf)
+
+    def _nak_on_stop(self, msgs: List[Msg]) -> None:
+        """NAK what was never handed out, through an engine that holds NAKs
+        until its interest is gone (push: a NAK'd message is redelivered at
+        once, and must not come back to this subscription)."""
+        engine = self.engine
+        if msgs and engine is not None and engine.defers_naks and not self._conn.closing:
+            try:
+                self._conn.call_soon(engine.nak_later, msgs)
+                return
+            except errors.JetStreamError:
+                pass
+        self.nak(msgs)
 
     def nak(self, msgs: List[Msg]) -> None:
         """NAK messages never handed out, so the server redelivers them at once."""
@@ -446,7 +469,7 @@ class _Engine:
         self._lock = receiver._lock
         self._stats = receiver.stats
         self._target = target
-        self._pull_subject = target.pull_subject
+        self._subject = target.subject  # pulled from (pull) or delivered on (push)
         self._q: "janus.Queue[Any]" = None  # type: ignore[assignment]
         self._sid: Optional[int] = None
         self._inbox = ""
@@ -472,10 +495,14 @@ class _Engine:
         self._loop = asyncio.get_running_loop()
         self._q = janus.Queue()
         self._receiver._queue = self._q.sync_q
-        self._inbox = self._conn.new_inbox()
-        self._sid = await self._conn.subscribe(self._inbox, self)
-        self._remove_perm = self._conn.watch_permission(self._pull_subject, self._denied)
+        self._sid = await self._open()
+        self._remove_perm = self._conn.watch_permission(self._subject, self._denied)
         self._started = True
+
+    async def _open(self) -> int:
+        """Subscribe where the messages come (pull: a fresh inbox); the sid."""
+        self._inbox = self._conn.new_inbox()
+        return await self._conn.subscribe(self._inbox, self)
 
     def _denied(self, err: BaseException) -> None:
         self._end_with(err)
@@ -486,6 +513,12 @@ class _Engine:
     # -- the subscription's sink (loop thread, called by the parser) -------------
 
     make = WireMsg
+    defers_naks = False  # see nak_later()
+
+    def nak_later(self, msgs: List[Msg]) -> None:
+        """Loop thread: NAK messages never handed out (engines that defer
+        NAKs until their subscription is gone override this)."""
+        self._receiver.nak(msgs)
 
     @property
     def conn(self) -> "Connection":
@@ -558,7 +591,7 @@ class _Engine:
                 if nbytes > stats.buffered_bytes_high_water:
                     stats.buffered_bytes_high_water = nbytes
             if self._nak_arrivals:
-                self._receiver.nak(chunk)
+                self.nak_later(chunk)
             else:
                 self._handed_off(chunk)
                 self._q.async_q.put_nowait(chunk)
@@ -569,7 +602,7 @@ class _Engine:
     def _send_pull(self, body: bytes) -> None:
         self._stats.pulls += 1
         self._conn.outbox.send_now()  # acks and NAKs queued before this pull go first
-        if not self._conn.send_pub(self._pull_subject, self._inbox, body):
+        if not self._conn.send_pub(self._subject, self._inbox, body):
             _log.debug("pull request not sent: connection closed")
 
     def _finish(self, error: Optional[BaseException]) -> None:
@@ -664,32 +697,19 @@ class _Engine:
             await asyncio.sleep(min(0.01, wait / 4))
 
 
-class PullEngine(_Engine):
-    """Continuous pull for one MessagesContext / ConsumeContext (ADR-37 consume)."""
+class _Continuous(_Engine):
+    """What the continuous engines (pull consume, push) share: connection
+    listeners, reports to the error handler, +WPI keepalive of buffered
+    messages, stop and drain. Loop thread only, except where a method says
+    "user side"."""
 
-    def __init__(self, conn: "Connection", receiver: Receiver, target: PullTarget, opts: ConsumeOptions) -> None:
+    def __init__(self, conn: "Connection", receiver: Receiver, target: Any) -> None:
         super().__init__(conn, receiver, target)
-        self.opts = opts
-        # Pending messages (requested, not yet handed out) = _base - the
-        # receiver's credited count: takes need not touch the engine.
-        self._base = 0
-        receiver.lock_free = not opts.bytes_mode
-        self._pending_bytes = 0
-        self._pull_requested = False
         self._connected = True
         self._shutting_down = False
-        self._backoff = 0.0
-        self._backoff_handle: Optional[asyncio.TimerHandle] = None
         self._listeners: List[Callable[[], None]] = []
-        self._watch = Watchdog(2 * opts.idle_heartbeat)
-        # Ticks also drive the keepalive: often enough to +WPI within AckWait.
-        self._tick_every = min(opts.idle_heartbeat / 4, 1.0, (target.ack_wait or 8.0) / 8)
-        self._body_cache: Dict[Tuple[int, int], bytes] = {}
-        self._count_bytes = bool(opts.max_bytes)
         self._shutdown_task: Optional["asyncio.Task[None]"] = None
-        # The most messages held at once: what the callers take within a share
-        # of AckWait (user side, under the receiver lock).
-        self._set_cap(opts.max_messages)
+        self._tick_every = 1.0
         # Chunks handed to the user side and maybe not yet taken, oldest
         # first: [handed at, cumulative index of its first message, chunk].
         self._held: Deque[List[Any]] = collections.deque()
@@ -710,7 +730,179 @@ class PullEngine(_Engine):
             conn.add_listener("closed", self._on_closed),
         ]
         self._timer = self._loop.call_later(self._tick_every, self._tick)
-        # The first pull goes out when the first message is asked for.
+
+    # -- heartbeats ------------------------------------------------------------
+
+    def _tick(self) -> None:
+        self._timer = self._loop.call_later(self._tick_every, self._tick)
+        if self._held:
+            self._keepalive(monotonic())
+        if not self._connected or self._shutting_down or self._receiver.state is not OPEN or self._checking:
+            return
+        if self._missed():
+            self._checking = True
+            self._loop.create_task(self._confirm_alarm(self._watch.last))  # missed() re-armed last: now
+
+    def _missed(self) -> bool:
+        """Is a heartbeat alarm due (re-arms the watchdog)?"""
+        return self._watch.missed()
+
+    async def _confirm_alarm(self, since: float) -> None:
+        try:
+            alive = await self._alive(since)
+        finally:
+            self._checking = False
+        if alive or self._done or self._shutting_down:
+            return
+        self._stats.missed_heartbeats += 1
+        alarm = self._watch.alarm_after
+        self._report(errors.NoHeartbeatError(f"no heartbeat for {alarm:g}s on {self._subject}"))
+        self._after_alarm()
+
+    async def _alive(self, since: float) -> bool:
+        """After an alarm: was it false (traffic after all)?"""
+        raise NotImplementedError
+
+    def _after_alarm(self) -> None:
+        """A confirmed alarm was reported."""
+
+    def _handed_off(self, chunk: List[Msg]) -> None:
+        if self._target.ack_wait:
+            held = self._held
+            self._drop_taken(held)
+            held.append([monotonic(), self._recv_msgs - len(chunk), chunk])
+
+    def _drop_taken(self, held: Deque[List[Any]]) -> None:
+        delivered = self._receiver.popped_now()  # only grows
+        while held and held[0][1] + len(held[0][2]) <= delivered:
+            held.popleft()
+
+    def _keepalive(self, now: float) -> None:
+        """+WPI for messages buffered (never handed out) for more than a share
+        of AckWait, so a slow caller never gets a message the server already
+        gave up on and redelivered elsewhere (or to it)."""
+        ack_wait = self._target.ack_wait
+        if not ack_wait or now < self._next_keepalive or self._receiver.state is not OPEN:
+            return
+        self._next_keepalive = now + ack_wait / 4
+        held = self._held
+        self._drop_taken(held)
+        delivered = self._receiver.popped_now()
+        old = now - ack_wait * _ACK_WAIT_SHARE
+        wpi: List[Tuple[bytes, bytes]] = []
+        for entry in held:
+            if entry[0] > old:
+                break
+            entry[0] = now
+            first, chunk = entry[1], entry[2]
+            wpi.extend((reply_bytes(m), WPI) for m in chunk[max(delivered - first, 0) :])
+        if wpi and not self._conn.closed:
+            self._stats.kept_alive += len(wpi)
+            self._conn.outbox.put_many(wpi)
+
+    def _report(self, exc: BaseException) -> None:
+        """A transient problem: count, log, queue for the error handler."""
+        self._stats.transient_errors += 1
+        _log.info("%s on %s: %s", type(exc).__name__, self._subject, exc)
+        if self._receiver.error_handler is not None and not self._done:
+            self._q.async_q.put_nowait(_Report(exc))
+
+    def _end_with(self, err: BaseException) -> None:
+        self._begin_shutdown(err)
+
+    # -- connection -------------------------------------------------------------
+
+    def _on_disconnected(self) -> None:
+        self._connected = False
+
+    def _on_reconnected(self) -> None:
+        self._connected = True
+        self._stats.reconnects += 1
+        self._watch.traffic()
+        self._resume()
+
+    def _resume(self) -> None:
+        """After a reconnect (subclasses re-pull)."""
+
+    def _on_closed(self) -> None:
+        self._connected = False
+        self._begin_shutdown(errors.ConnectionClosedError("connection closed"))
+
+    # -- ending ---------------------------------------------------------------
+
+    def shutdown(self, mode: str) -> "asyncio.Future[None]":
+        """``"stop"``: NAK everything not handed out; ``"drain"``: hand it all
+        over. Loop thread; returns the (shared) shutdown task."""
+        return self._begin_shutdown(None, nak=(mode == "stop"))
+
+    def _begin_shutdown(self, error: Optional[BaseException], nak: bool = False) -> "asyncio.Future[None]":
+        if self._shutdown_task is None:
+            self._shutting_down = True
+            self._loop = self._loop or asyncio.get_running_loop()
+            self._shutdown_task = self._loop.create_task(self._shutdown(error, nak))
+        return self._shutdown_task
+
+    async def _shutdown(self, error: Optional[BaseException], nak: bool) -> None:
+        if not self._started:
+            self._done = True
+            self._closed()
+            return
+        for remove in self._listeners:
+            remove()
+        self._cancel_timers()
+        if nak:
+            self._nak_arrivals = True
+            self._flush()  # NAKs the chunk being collected
+        closed = isinstance(error, errors.ConnectionClosedError)
+        await self._unsubscribe(drain=error is None)
+        self._unsubscribed()
+        if nak:
+            self._nak_queued()
+        if closed:
+            self._drop_queued()
+        self._finish(error)
+        if nak and not closed:
+            await self._conn.flush_quietly(self._target.api_timeout)  # the NAKs reach the server
+        self._closed()
+
+    def _drop_queued(self) -> None:
+        """The connection is gone: nothing queued can be acked; drop it."""
+        q = self._q.async_q
+        while True:
+            try:
+                q.get_nowait()
+            except janus.AsyncQueueEmpty:
+                return
+
+    def _cancel_timers(self) -> None:
+        """Shutting down: cancel what subclasses scheduled besides the tick."""
+
+    def _unsubscribed(self) -> None:
+        """Shutting down: the server has no interest any more."""
+
+
+class PullEngine(_Continuous):
+    """Continuous pull for one MessagesContext / ConsumeContext (ADR-37 consume)."""
+
+    def __init__(self, conn: "Connection", receiver: Receiver, target: PullTarget, opts: ConsumeOptions) -> None:
+        super().__init__(conn, receiver, target)
+        self.opts = opts
+        # Pending messages (requested, not yet handed out) = _base - the
+        # receiver's credited count: takes need not touch the engine.
+        self._base = 0
+        receiver.lock_free = not opts.bytes_mode
+        self._pending_bytes = 0
+        self._pull_requested = False
+        self._backoff = 0.0
+        self._backoff_handle: Optional[asyncio.TimerHandle] = None
+        self._watch = Watchdog(2 * opts.idle_heartbeat)
+        # Ticks also drive the keepalive: often enough to +WPI within AckWait.
+        self._tick_every = min(opts.idle_heartbeat / 4, 1.0, (target.ack_wait or 8.0) / 8)
+        self._body_cache: Dict[Tuple[int, int], bytes] = {}
+        self._count_bytes = bool(opts.max_bytes)
+        # The most messages held at once: what the callers take within a share
+        # of AckWait (user side, under the receiver lock).
+        self._set_cap(opts.max_messages)
 
     # -- credit (user side, receiver lock held) ---------------------------------------
 
@@ -825,40 +1017,6 @@ class PullEngine(_Engine):
     def _on_batch(self, msgs: List[Msg]) -> None:
         self._backoff = 0.0
 
-    def _handed_off(self, chunk: List[Msg]) -> None:
-        if self._target.ack_wait:
-            held = self._held
-            self._drop_taken(held)
-            held.append([monotonic(), self._recv_msgs - len(chunk), chunk])
-
-    def _drop_taken(self, held: Deque[List[Any]]) -> None:
-        delivered = self._receiver.popped_now()  # only grows
-        while held and held[0][1] + len(held[0][2]) <= delivered:
-            held.popleft()
-
-    def _keepalive(self, now: float) -> None:
-        """+WPI for messages buffered (never handed out) for more than a share
-        of AckWait, so a slow caller never gets a message the server already
-        gave up on and redelivered elsewhere (or to it)."""
-        ack_wait = self._target.ack_wait
-        if not ack_wait or now < self._next_keepalive or self._receiver.state is not OPEN:
-            return
-        self._next_keepalive = now + ack_wait / 4
-        held = self._held
-        self._drop_taken(held)
-        delivered = self._receiver.popped_now()
-        old = now - ack_wait * _ACK_WAIT_SHARE
-        wpi: List[Tuple[bytes, bytes]] = []
-        for entry in held:
-            if entry[0] > old:
-                break
-            entry[0] = now
-            first, chunk = entry[1], entry[2]
-            wpi.extend((reply_bytes(m), WPI) for m in chunk[max(delivered - first, 0) :])
-        if wpi and not self._conn.closed:
-            self._stats.kept_alive += len(wpi)
-            self._conn.outbox.put_many(wpi)
-
     # -- statuses -------------------------------------------------------------
 
     def _on_status(self, code: str, desc: str, hdrs: Dict[str, str]) -> None:
@@ -899,41 +1057,25 @@ class PullEngine(_Engine):
         self._reset_pending()
         self._maybe_pull()
 
-    def _report(self, exc: BaseException) -> None:
-        """A transient problem: count, log, queue for the error handler."""
-        self._stats.transient_errors += 1
-        _log.info("%s on %s: %s", type(exc).__name__, self._pull_subject, exc)
-        if self._receiver.error_handler is not None and not self._done:
-            self._q.async_q.put_nowait(_Report(exc))
+    def _cancel_timers(self) -> None:
+        if self._backoff_handle is not None:
+            self._backoff_handle.cancel()
 
-    def _end_with(self, err: BaseException) -> None:
-        self._begin_shutdown(err)
+    def _resume(self) -> None:
+        self._reset_pending()
+        self._maybe_pull()
 
     # -- heartbeats and connection ----------------------------------------------
 
-    def _tick(self) -> None:
-        self._timer = self._loop.call_later(self._tick_every, self._tick)
-        if self._held:
-            self._keepalive(monotonic())
-        if not self._connected or self._shutting_down or self._receiver.state is not OPEN or self._checking:
-            return
+    def _missed(self) -> bool:
         receiver = self._receiver
         # Only while a caller is blocked for a message: not while it processes one.
-        if not receiver.waiting or not self._watch.missed(receiver.wait_since):
-            return
-        self._checking = True
-        self._loop.create_task(self._confirm_alarm(self._watch.last))  # missed() re-armed last: now
+        return bool(receiver.waiting) and self._watch.missed(receiver.wait_since)
 
-    async def _confirm_alarm(self, since: float) -> None:
-        try:
-            false_alarm = await self._traffic_since(since, self.opts.idle_heartbeat)
-        finally:
-            self._checking = False
-        if false_alarm or self._done or self._shutting_down:
-            return
-        self._stats.missed_heartbeats += 1
-        alarm = self._watch.alarm_after
-        self._report(errors.NoHeartbeatError(f"no heartbeat for {alarm:g}s on {self._pull_subject}"))
+    async def _alive(self, since: float) -> bool:
+        return await self._traffic_since(since, self.opts.idle_heartbeat)
+
+    def _after_alarm(self) -> None:
         # Earlier pulls may still be open on the server: move to a new inbox so
         # they cannot deliver on top of the new one, then pull afresh — unless
         # the consumer is gone.
@@ -951,67 +1093,6 @@ class PullEngine(_Engine):
         self._loop.create_task(self._conn.unsubscribe(old, drain=True, timeout=_SHUTDOWN_FLUSH))
         self._reset_pending()
         self._maybe_pull()
-
-    def _on_disconnected(self) -> None:
-        self._connected = False
-
-    def _on_reconnected(self) -> None:
-        self._connected = True
-        self._stats.reconnects += 1
-        self._watch.traffic()
-        self._reset_pending()
-        self._maybe_pull()
-
-    def _on_closed(self) -> None:
-        self._connected = False
-        self._begin_shutdown(errors.ConnectionClosedError("connection closed"))
-
-    # -- ending ---------------------------------------------------------------
-
-    def shutdown(self, mode: str) -> "asyncio.Future[None]":
-        """``"stop"``: NAK everything not handed out; ``"drain"``: hand it all
-        over. Loop thread; returns the (shared) shutdown task."""
-        return self._begin_shutdown(None, nak=(mode == "stop"))
-
-    def _begin_shutdown(self, error: Optional[BaseException], nak: bool = False) -> "asyncio.Future[None]":
-        if self._shutdown_task is None:
-            self._shutting_down = True
-            self._loop = self._loop or asyncio.get_running_loop()
-            self._shutdown_task = self._loop.create_task(self._shutdown(error, nak))
-        return self._shutdown_task
-
-    async def _shutdown(self, error: Optional[BaseException], nak: bool) -> None:
-        if not self._started:
-            self._done = True
-            self._closed()
-            return
-        for remove in self._listeners:
-            remove()
-        if self._backoff_handle is not None:
-            self._backoff_handle.cancel()
-        if nak:
-            self._nak_arrivals = True
-            self._flush()  # NAKs the chunk being collected
-        closed = isinstance(error, errors.ConnectionClosedError)
-        await self._unsubscribe(drain=error is None)
-        if nak:
-            self._nak_queued()
-        if closed:
-            self._drop_queued()
-        self._finish(error)
-        if nak and not closed:
-            await self._conn.flush_quietly(self._target.api_timeout)  # the NAKs reach the server
-        self._closed()
-
-    def _drop_queued(self) -> None:
-        """The connection is gone: nothing queued can be acked; drop it."""
-        q = self._q.async_q
-        while True:
-            try:
-                q.get_nowait()
-            except janus.AsyncQueueEmpty:
-                return
-
 
 class FetchEngine(_Engine):
     """One pull request on its own inbox (fetch, fetch_no_wait, next)."""

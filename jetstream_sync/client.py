@@ -177,6 +177,10 @@ class Client:
             raise
         return sub
 
+    def new_inbox(self) -> str:
+        """A unique inbox subject (``_INBOX.<nuid>``, or the connection's inbox prefix)."""
+        return self._conn.new_inbox()
+
     def flush(self, timeout: float = 5.0) -> None:
         """Send everything queued (acks included) and wait for the server's PONG."""
         conn = self._conn

@@ -1,4 +1,5 @@
-"""Consumer: a handle on one pull consumer, and the ways to read from it."""
+"""Consumer: a handle on one pull consumer, and the ways to read from it;
+BaseConsumer: what pull and push consumer handles share."""
 
 from __future__ import annotations
 
@@ -14,14 +15,15 @@ from .options import consume_options_from, fetch_options
 if TYPE_CHECKING:  # pragma: no cover
     from .jetstream import JetStream
 
-__all__ = ["Consumer"]
+__all__ = ["BaseConsumer", "Consumer", "PullConsumer"]
 
 ErrorHandler = Callable[[BaseException], Any]
 
 
-class Consumer:
-    """A consumer of a stream. ``cached_info`` is the info from when the
-    handle was made (or last ``info()``); ``info()`` asks the server again."""
+class BaseConsumer:
+    """What pull and push consumer handles share. ``cached_info`` is the info
+    from when the handle was made (or last ``info()``); ``info()`` asks the
+    server again."""
 
     def __init__(self, js: "JetStream", info: ConsumerInfo) -> None:
         self._js = js
@@ -30,24 +32,8 @@ class Consumer:
         self.name: str = info.name
         self.stream_name: str = info.stream_name
 
-    def _target(self) -> PullTarget:
-        """What the engines pull from, with the AckWait they must respect."""
-        cfg = self._info.config
-        ack_wait: Optional[float] = None
-        if cfg is not None and cfg.ack_policy not in (AckPolicy.NONE, "none"):
-            ack_wait = cfg.ack_wait or 30.0  # the server's default
-        prefix = self._js.api_prefix
-        return PullTarget(
-            stream=self.stream_name,
-            consumer=self.name,
-            pull_subject=f"{prefix}.CONSUMER.MSG.NEXT.{self.stream_name}.{self.name}",
-            info_subject=f"{prefix}.CONSUMER.INFO.{self.stream_name}.{self.name}",
-            ack_wait=ack_wait,
-            api_timeout=self._js.timeout,
-        )
-
     def __repr__(self) -> str:
-        return f"<Consumer {self.stream_name!r}/{self.name!r}>"
+        return f"<{type(self).__name__} {self.stream_name!r}/{self.name!r}>"
 
     @property
     def cached_info(self) -> ConsumerInfo:
@@ -59,6 +45,31 @@ class Consumer:
 
     def delete(self) -> None:
         self._js.delete_consumer(self.stream_name, self.name)
+
+    def _ack_wait(self) -> Optional[float]:
+        """Seconds the server waits for an ack; None when acks are off."""
+        cfg = self._info.config
+        if cfg is not None and cfg.ack_policy not in (AckPolicy.NONE, "none"):
+            return cfg.ack_wait or 30.0  # the server's default
+        return None
+
+    def _info_subject(self) -> str:
+        return f"{self._js.api_prefix}.CONSUMER.INFO.{self.stream_name}.{self.name}"
+
+
+class Consumer(BaseConsumer):
+    """A pull consumer of a stream (``PullConsumer`` is the same class)."""
+
+    def _target(self) -> PullTarget:
+        """What the engines pull from, with the AckWait they must respect."""
+        return PullTarget(
+            stream=self.stream_name,
+            consumer=self.name,
+            pull_subject=f"{self._js.api_prefix}.CONSUMER.MSG.NEXT.{self.stream_name}.{self.name}",
+            info_subject=self._info_subject(),
+            ack_wait=self._ack_wait(),
+            api_timeout=self._js.timeout,
+        )
 
     # -- consuming ----------------------------------------------------------------
 
@@ -113,3 +124,6 @@ class Consumer:
     ) -> ConsumeContext:
         """Call ``handler(msg)`` for every message on a worker thread; options as :meth:`messages`."""
         return ConsumeContext(self._conn, self._target(), handler, consume_options_from(options), error_handler)
+
+
+PullConsumer = Consumer

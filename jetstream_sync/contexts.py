@@ -1,17 +1,18 @@
-"""The blocking faces of the pull engine: MessagesContext (iterator),
-ConsumeContext (handler on a worker thread) and FetchResult (one pull)."""
+"""The blocking faces of the engines: MessagesContext (iterator),
+ConsumeContext (handler on a worker thread) — over a continuous pull or a
+push consumer's deliveries — and FetchResult (one pull)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Type, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Type
 
 from . import errors, options
 from ._pull import Exhausted, FetchEngine, PullEngine, PullStats, PullTarget, Receiver
 from .message import Msg
-from .options import ConsumeOptions, FetchOptions
+from .options import FetchOptions
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._connection import Connection
@@ -20,11 +21,11 @@ __all__ = ["MessagesContext", "ConsumeContext", "FetchResult", "PullStats"]
 
 _log = logging.getLogger("jetstream_sync.consume")
 ErrorHandler = Callable[[BaseException], Any]
-# Builds the loop-side engine of a context (ordered and push consumers bring their own).
-MakeEngine = Callable[..., Union[PullEngine, FetchEngine]]
+# engine(conn, receiver, target, opts): the loop side of a context (PullEngine, PushEngine)
+EngineFactory = Callable[["Connection", Receiver, Any, Any], Any]
 
 
-def _start(conn: "Connection", receiver: Receiver, engine: Union[PullEngine, FetchEngine], timeout: float) -> None:
+def _start(conn: "Connection", receiver: Receiver, engine: Any, timeout: float) -> None:
     """Register the receiver (refused once the client is closing) and start
     its engine on the loop; a fetch pulls only after the acks queued before
     it were processed (a NAK'd message comes back to it)."""
@@ -68,12 +69,19 @@ class _Context:
         return self._receiver.snapshot()
 
     @property
-    def options(self) -> ConsumeOptions:
-        return self._receiver.engine.opts  # type: ignore[no-any-return]
+    def options(self) -> Any:
+        """The validated options (ConsumeOptions; PushOptions for a push consumer)."""
+        return self._receiver.engine.opts
+
+    @property
+    def subscribed(self) -> bool:
+        """True until the engine has ended and removed its subscription."""
+        return not self._receiver.closed_event.is_set()
 
 
 class MessagesContext(_Context):
-    """A continuous, pre-buffered pull read by iteration or :meth:`next`.
+    """A continuous, pre-buffered pull (or a push consumer's deliveries)
+    read by iteration or :meth:`next`.
 
     Iterate with ``for msg in ctx``: iteration ends after :meth:`stop` or when
     :meth:`drain` has handed everything over, and raises the terminal error
@@ -88,16 +96,16 @@ class MessagesContext(_Context):
     def __init__(
         self,
         conn: "Connection",
-        target: PullTarget,
-        opts: ConsumeOptions,
+        target: Any,
+        opts: Any,
         error_handler: Optional[ErrorHandler],
-        make_engine: MakeEngine = PullEngine,
+        engine: EngineFactory = PullEngine,
         receiver_cls: Type[Receiver] = Receiver,
     ) -> None:
         if error_handler is not None and not callable(error_handler):
             raise errors.InvalidOptionError("error_handler must be callable")
         self._receiver = receiver_cls(conn, error_handler, target.api_timeout)
-        _start(conn, self._receiver, make_engine(conn, self._receiver, target, opts), target.api_timeout)
+        _start(conn, self._receiver, engine(conn, self._receiver, target, opts), target.api_timeout)
 
     def __iter__(self) -> "MessagesContext":
         return self
@@ -164,11 +172,11 @@ class ConsumeContext(_Context):
     def __init__(
         self,
         conn: "Connection",
-        target: PullTarget,
+        target: Any,
         handler: Callable[[Msg], Any],
-        opts: ConsumeOptions,
+        opts: Any,
         error_handler: Optional[ErrorHandler],
-        make_engine: MakeEngine = PullEngine,
+        engine: EngineFactory = PullEngine,
         receiver_cls: Type[Receiver] = Receiver,
     ) -> None:
         if not callable(handler):
@@ -182,7 +190,7 @@ class ConsumeContext(_Context):
         self._thread = threading.Thread(
             target=self._run, name=f"jetstream-sync-consume-{target.consumer}", daemon=True
         )
-        _start(conn, self._receiver, make_engine(conn, self._receiver, target, opts), target.api_timeout)
+        _start(conn, self._receiver, engine(conn, self._receiver, target, opts), target.api_timeout)
         self._thread.start()
 
     def _in_own_thread(self) -> bool:
@@ -251,13 +259,13 @@ class FetchResult:
         conn: "Connection",
         target: PullTarget,
         opts: FetchOptions,
-        make_engine: MakeEngine = FetchEngine,
+        engine: EngineFactory = FetchEngine,
         receiver_cls: Type[Receiver] = Receiver,
     ) -> None:
         self._receiver = receiver_cls(conn, None, target.api_timeout)
         self.options = opts
         self._iterated = False
-        _start(conn, self._receiver, make_engine(conn, self._receiver, target, opts), target.api_timeout)
+        _start(conn, self._receiver, engine(conn, self._receiver, target, opts), target.api_timeout)
 
     def __iter__(self) -> Iterator[Msg]:
         if self._iterated:

@@ -21,6 +21,8 @@ builtins keeps working. Errors translated from nats-py keep it as ``__cause__``.
     │   ├── ConsumerPushBasedError
     │   └── BadRequestError
     ├── NoHeartbeatError
+    ├── ConsumerSequenceMismatchError (expected, received)
+    ├── ConsumerAlreadyConsumingError
     ├── ConnectionClosedError
     ├── NoServersError (also ConnectionError)
     │   └── AuthorizationError
@@ -59,6 +61,8 @@ __all__ = [
     "ConsumerPushBasedError",
     "BadRequestError",
     "NoHeartbeatError",
+    "ConsumerSequenceMismatchError",
+    "ConsumerAlreadyConsumingError",
     "PullStatusError",
     "ConnectionClosedError",
     "NoServersError",
@@ -198,7 +202,35 @@ class BadRequestError(PullStatusError):
 
 
 class NoHeartbeatError(JetStreamError):
-    """No message, status or heartbeat arrived for twice the idle heartbeat."""
+    """No message, status or heartbeat arrived in time: twice the idle
+    heartbeat for pulls, three times the consumer's idle heartbeat for push
+    consumers (ADR-15)."""
+
+
+class ConsumerSequenceMismatchError(JetStreamError):
+    """A push consumer skipped consumer sequences: messages were lost on the
+    way (a reconnect, a slow-consumer drop). ``expected`` is the consumer
+    sequence the client expected next, ``received`` the one that came (for a
+    heartbeat, its ``Nats-Last-Consumer`` + 1); ``missed`` is how many
+    deliveries never arrived. Reported to the error handler; never terminal."""
+
+    def __init__(self, expected: int, received: int) -> None:
+        self.expected = expected
+        self.received = received
+        super().__init__(expected, received)
+
+    @property
+    def missed(self) -> int:
+        return self.received - self.expected
+
+    def __str__(self) -> str:
+        return f"consumer sequence mismatch: expected {self.expected}, got {self.received}"
+
+
+class ConsumerAlreadyConsumingError(JetStreamError):
+    """A push consumer handle already has an active messages()/consume(): a
+    second one would subscribe its deliver subject twice (each message
+    delivered to both). Stop the first, or give the consumer a deliver_group."""
 
 
 class ConnectionClosedError(JetStreamError):

@@ -38,8 +38,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from .client import Client
     from .consumer import Consumer
     from .ordered import OrderedConsumer
+    from .push import PushConsumer
     from .stream import Stream
     from .subscribe import PullSubscription, PushSubscription
+
+    AnyConsumer = Union[Consumer, PushConsumer]
 
 __all__ = ["JetStream"]
 
@@ -302,24 +305,24 @@ class JetStream:
 
     # -- consumers --------------------------------------------------------------
 
-    def create_consumer(self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any) -> "Consumer":
+    def create_consumer(self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any) -> "AnyConsumer":
         """Create a consumer; fails (APIError 10148) if one with that name but a
         different config exists. Without ``name``/``durable_name`` it is
         ephemeral, with a generated name."""
         return self._upsert_consumer(stream, config, fields, "create")
 
-    def update_consumer(self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any) -> "Consumer":
+    def update_consumer(self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any) -> "AnyConsumer":
         """Update an existing consumer; fails if it does not exist."""
         return self._upsert_consumer(stream, config, fields, "update")
 
     def create_or_update_consumer(
         self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any
-    ) -> "Consumer":
+    ) -> "AnyConsumer":
         return self._upsert_consumer(stream, config, fields, "")
 
     def _upsert_consumer(
         self, stream: str, config: Optional[ConsumerConfig], fields: Dict[str, Any], action: str
-    ) -> "Consumer":
+    ) -> "AnyConsumer":
         validate_name("stream", stream)
         cfg = build_config(ConsumerConfig, config, fields)
         if action == "update" and not (cfg.name or cfg.durable_name):
@@ -352,13 +355,11 @@ class JetStream:
         body = b"" if payload is None else json.dumps(payload).encode()
         return await self._aapi(f"{self._prefix}.{suffix}", body, self._timeout, about)
 
-    def consumer(self, stream: str, name: str) -> "Consumer":
-        """A handle on an existing pull consumer; raises ConsumerNotFoundError,
-        or ConsumerPushBasedError for a push consumer."""
-        resp = self._consumer_info_raw(stream, name)
-        if (resp.get("config") or {}).get("deliver_subject"):
-            raise errors.ConsumerPushBasedError(409, f"consumer {name!r} of stream {stream!r} is push based")
-        return self._consumer_handle(resp)
+    def consumer(self, stream: str, name: str) -> "AnyConsumer":
+        """A handle on an existing consumer: a PushConsumer when its config
+        has a deliver subject, else a (pull) Consumer; raises
+        ConsumerNotFoundError."""
+        return self._consumer_handle(self._consumer_info_raw(stream, name))
 
     def ordered_consumer(self, stream: str, **config: Any) -> "OrderedConsumer":
         """An ordered consumer on ``stream`` (which must exist: StreamNotFoundError
@@ -387,10 +388,15 @@ class JetStream:
         items = self._paged(f"CONSUMER.LIST.{validate_name('stream', stream)}", "consumers", about=f"stream {stream!r}")
         return [ConsumerInfo.from_response(c) for c in items]
 
-    def _consumer_handle(self, resp: Dict[str, Any]) -> "Consumer":
+    def _consumer_handle(self, resp: Dict[str, Any]) -> "AnyConsumer":
+        info = ConsumerInfo.from_response(resp)
+        if info.config is not None and info.config.deliver_subject:
+            from .push import PushConsumer
+
+            return PushConsumer(self, info)
         from .consumer import Consumer
 
-        return Consumer(self, ConsumerInfo.from_response(resp))
+        return Consumer(self, info)
 
     # -- the subscribe workflow (nats-py's names, ADR-15 / ADR-13) ---------------------
 

@@ -12,7 +12,7 @@ import datetime
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Dict, Optional
+from typing import TYPE_CHECKING, Dict, Optional, Tuple
 
 from nats.aio.msg import Msg as _NatsMsg
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._connection import Connection
     from ._outbox import AckOutbox
 
-__all__ = ["Msg", "Metadata", "SequencePair", "parse_metadata"]
+__all__ = ["Msg", "Metadata", "SequencePair", "parse_metadata", "consumer_sequence"]
 
 _log = logging.getLogger("jetstream_sync.message")
 
@@ -83,6 +83,26 @@ def parse_metadata(reply: Optional[str]) -> Metadata:
         consumer=tokens[base + 1],
         domain=domain,
     )
+
+
+def ack_sequences(reply: bytes) -> Optional[Tuple[bytes, int, int]]:
+    """(consumer name, stream sequence, consumer sequence) of a ``$JS.ACK``
+    reply subject (v1 or v2) without parsing the rest; None when it is not one."""
+    tokens = reply.split(b".", 9)  # v1: 9 tokens; v2: 11 or more, the rest in the last
+    n = len(tokens)
+    if n < 9 or tokens[1] != b"ACK":
+        return None
+    base = 2 if n == 9 else 4
+    sseq, cseq = tokens[base + 3], tokens[base + 4]
+    if not (sseq.isdigit() and cseq.isdigit()):
+        return None
+    return tokens[base + 1], int(sseq), int(cseq)
+
+
+def consumer_sequence(reply: bytes) -> int:
+    """The consumer sequence of a ``$JS.ACK`` reply subject; 0 when it has none."""
+    seqs = ack_sequences(reply)
+    return seqs[2] if seqs is not None else 0
 
 
 def parse_header_block(raw: bytes) -> Optional[Dict[str, str]]:

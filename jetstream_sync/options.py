@@ -38,6 +38,9 @@ __all__ = [
     "FetchOptions",
     "consume_options",
     "fetch_options",
+    "PushOptions",
+    "push_options",
+    "check_option_names",
     "pull_request",
     "refill",
     "StatusKind",
@@ -332,11 +335,49 @@ CONSUME_OPTION_NAMES = (
 )
 
 
-def consume_options_from(given: Dict[str, Any]) -> ConsumeOptions:
-    """:func:`consume_options` from keyword arguments, refusing unknown names."""
-    unknown = set(given) - set(CONSUME_OPTION_NAMES)
+def check_option_names(given: Mapping[str, Any], allowed: Tuple[str, ...], hint: str = "") -> None:
+    """InvalidOptionError naming the options that are not in ``allowed``."""
+    unknown = set(given) - set(allowed)
     if unknown:
-        raise errors.InvalidOptionError(f"unknown option(s): {', '.join(sorted(unknown))}")
+        raise errors.InvalidOptionError(f"unknown option(s): {', '.join(sorted(unknown))}{hint}")
+
+
+# ADR-15: a push subscription raises its alarm after 3 heartbeats missed (pulls: 2, ADR-37).
+PUSH_ALARM_FACTOR = 3
+PUSH_OPTION_NAMES = ("heartbeat_alarm",)
+_PUSH_HINT = (
+    "; a push consumer's pace is set by its config (max_ack_pending, flow_control,"
+    " idle_heartbeat, rate_limit_bps), not per messages()/consume()"
+)
+
+
+@dataclass(frozen=True)
+class PushOptions:
+    """Validated options of a push ``messages()`` / ``consume()``.
+
+    ``heartbeat_alarm``: seconds without any traffic before NoHeartbeatError
+    is reported; 0 when the consumer has no idle heartbeat (no watchdog).
+    """
+
+    heartbeat_alarm: float
+
+
+def push_options(idle_heartbeat: Optional[float], given: Mapping[str, Any]) -> PushOptions:
+    """Options of a push messages()/consume() on a consumer whose config has
+    ``idle_heartbeat`` (seconds, None or 0 = none); raises InvalidOptionError.
+    Pull-only options (max_messages, expires …) are refused by name."""
+    check_option_names(given, PUSH_OPTION_NAMES, _PUSH_HINT)
+    alarm = given.get("heartbeat_alarm")
+    if alarm is None:
+        return PushOptions(PUSH_ALARM_FACTOR * idle_heartbeat if idle_heartbeat else 0.0)
+    if not idle_heartbeat:
+        raise errors.InvalidOptionError("heartbeat_alarm needs a consumer with idle_heartbeat set")
+    return PushOptions(duration("heartbeat_alarm", alarm, minimum=idle_heartbeat))
+
+
+def consume_options_from(given: Mapping[str, Any]) -> ConsumeOptions:
+    """:func:`consume_options` from keyword arguments, refusing unknown names."""
+    check_option_names(given, CONSUME_OPTION_NAMES)
     return consume_options(**given)
 
 

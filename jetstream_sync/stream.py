@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING, Any, List, Optional
 from .models import ConsumerConfig, ConsumerInfo, StoredMsg, StreamInfo
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .consumer import Consumer
-    from .jetstream import JetStream
+    from .jetstream import AnyConsumer, JetStream
     from .ordered import OrderedConsumer
 
 __all__ = ["Stream"]
@@ -50,16 +49,16 @@ class Stream:
 
     # -- consumers --------------------------------------------------------------
 
-    def create_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "Consumer":
+    def create_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "AnyConsumer":
         return self._js.create_consumer(self.name, config, **fields)
 
-    def update_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "Consumer":
+    def update_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "AnyConsumer":
         return self._js.update_consumer(self.name, config, **fields)
 
-    def create_or_update_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "Consumer":
+    def create_or_update_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "AnyConsumer":
         return self._js.create_or_update_consumer(self.name, config, **fields)
 
-    def consumer(self, name: str) -> "Consumer":
+    def consumer(self, name: str) -> "AnyConsumer":
         return self._js.consumer(self.name, name)
 
     def consumer_info(self, name: str) -> ConsumerInfo:

@@ -32,6 +32,14 @@ def private_server() -> Iterator[NatsServer]:
 
 
 @pytest.fixture
+def fnc(private_server: NatsServer) -> Iterator[jss.Client]:
+    """A client of ``private_server`` that keeps reconnecting (for fault tests)."""
+    client = jss.connect(private_server.url, reconnect_time_wait=0.2, max_reconnect_attempts=-1)
+    yield client
+    client.close()
+
+
+@pytest.fixture
 def nc(server: NatsServer) -> Iterator[jss.Client]:
     client = jss.connect(server.url, name="test")
     yield client

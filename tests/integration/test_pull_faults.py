@@ -19,13 +19,6 @@ from ..helpers import PullSpy, publish, wait_until
 RECONNECT = dict(reconnect_time_wait=0.2, max_reconnect_attempts=-1)
 
 
-@pytest.fixture
-def fnc(private_server):
-    client = jss.connect(private_server.url, **RECONNECT)
-    yield client
-    client.close()
-
-
 def test_messages_survive_a_server_restart(private_server, fnc):
     js = fnc.jetstream()
     stream = js.create_stream(name="R", subjects=["r.>"])
@@ -204,12 +197,20 @@ def test_limit_warnings_are_reported_without_a_tight_loop(nc, js, stream, cfg, o
 
 
 def test_push_consumer_is_terminal(js, stream):
-    cons = stream.create_consumer(durable_name="push", deliver_subject="deliver.here")
+    # A pull handle made while the consumer was pull based; the consumer is
+    # then replaced by a push one of the same name: the server's 409 ends it.
+    cons = stream.create_consumer(durable_name="push")
+    stream.delete_consumer("push")
+    push = stream.create_consumer(durable_name="push", deliver_subject="deliver.here")
+    assert isinstance(cons, jss.Consumer) and isinstance(push, jss.PushConsumer)
     with pytest.raises(jss.ConsumerPushBasedError):
         for _ in cons.messages():
             pass
     with pytest.raises(jss.ConsumerPushBasedError):
         list(cons.fetch(1, expires=1))
+    # A push handle refuses pulls before anything is sent.
+    with pytest.raises(jss.ConsumerPushBasedError):
+        push.fetch(1, expires=1)
 
 
 def test_bad_request_is_terminal(js, stream):

@@ -378,8 +378,11 @@ def test_invalid_subjects_and_names_are_refused_before_sending(nc, js, stream, s
     assert "nope" in str(ei.value), str(ei.value)
 
     stream.create_consumer(durable_name="push", deliver_subject="deliver.x")
-    with pytest.raises(jss.ConsumerPushBasedError):
-        stream.consumer("push")
+    push = stream.consumer("push")  # a push consumer gets its own handle; pulls on it are refused
+    assert isinstance(push, jss.PushConsumer)
+    with pytest.raises(jss.ConsumerPushBasedError) as ei:
+        push.next(timeout=1)
+    assert "push" in str(ei.value), str(ei.value)
 
     assert_client_works(nc, js, subj)
 
