@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Union
 
 from . import errors, options
-from ._pull import Exhausted, FetchEngine, PullEngine, PullStats, PullTarget, Receiver
+from ._pull import Exhausted, FetchEngine, PinId, PullEngine, PullStats, PullTarget, Receiver
 from .message import Msg
 from .options import ConsumeOptions, FetchOptions
 
@@ -236,11 +236,13 @@ class FetchResult:
     …). Breaking out early NAKs what was received and not handed out.
     """
 
-    def __init__(self, conn: "Connection", target: PullTarget, opts: FetchOptions) -> None:
+    def __init__(
+        self, conn: "Connection", target: PullTarget, opts: FetchOptions, pin: Optional[PinId] = None
+    ) -> None:
         self._receiver = Receiver(conn, None, target.api_timeout)
         self.options = opts
         self._iterated = False
-        _start(conn, self._receiver, FetchEngine(conn, self._receiver, target, opts), target.api_timeout)
+        _start(conn, self._receiver, FetchEngine(conn, self._receiver, target, opts, pin), target.api_timeout)
 
     def __iter__(self) -> Iterator[Msg]:
         if self._iterated:
