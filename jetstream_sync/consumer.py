@@ -135,7 +135,9 @@ class Consumer:
         ``min_ack_pending`` (policy overflow: served only while the consumer
         has more than that many pending / ack-pending), ``priority`` 0-9
         (policy prioritized; 0 is served first). With pinned_client the pin
-        id the server hands this context is sent in its later pulls.
+        id the server hands this context is sent in its later pulls; the pin
+        lapses when no pull carries it for ``priority_timeout``, so keep
+        ``expires`` below it or an idle worker loses its pin.
         """
         return MessagesContext(self._conn, self._target(), self._consume_options(options), error_handler)
 
@@ -163,7 +165,7 @@ class Consumer:
         return self._js.pause_consumer(self.stream_name, self.name, until)
 
     def resume(self) -> ConsumerPauseResponse:
-        """Resume a paused consumer now."""
+        """Resume a paused consumer now (see :meth:`JetStream.resume_consumer`)."""
         return self._js.resume_consumer(self.stream_name, self.name)
 
     def reset(self, seq: Optional[int] = None) -> ConsumerResetResponse:

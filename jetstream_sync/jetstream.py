@@ -381,7 +381,9 @@ class JetStream:
         return ConsumerPauseResponse.from_response(resp)
 
     def resume_consumer(self, stream: str, name: str) -> ConsumerPauseResponse:
-        """Resume a paused consumer now (server 2.11+)."""
+        """Resume a paused consumer now (server 2.11+). The server serves
+        pulls that were already waiting at its next wake-up for them (their
+        next idle heartbeat, a new message, or a new pull), not at once."""
         return ConsumerPauseResponse.from_response(self._consumer_op("PAUSE", stream, name, None, "2.11"))
 
     def reset_consumer(self, stream: str, name: str, seq: Optional[int] = None) -> ConsumerResetResponse:
@@ -399,13 +401,15 @@ class JetStream:
     def _consumer_op(
         self, verb: str, stream: str, name: str, payload: Optional[Dict[str, Any]], since: str
     ) -> Dict[str, Any]:
-        """``$JS.API.CONSUMER.<verb>.<stream>.<name>``; a server older than
-        ``since`` does not answer it, which the timeout error says."""
+        """``$JS.API.CONSUMER.<verb>.<stream>.<name>``. Neither a server older
+        than ``since`` nor (for RESET) a missing consumer answers: after a
+        timeout, ask for the consumer's info to tell the two apart."""
         about = f"consumer {name!r} of stream {stream!r}"
         subject = f"CONSUMER.{verb}.{validate_name('stream', stream)}.{validate_name('consumer', name)}"
         try:
             return self._api(subject, payload, about=about)
         except errors.TimeoutError as exc:
+            self._consumer_info_raw(stream, name)  # raises ConsumerNotFoundError if that was why
             raise errors.TimeoutError(
                 f"{exc}: CONSUMER.{verb} needs nats-server {since} or newer (older servers do not answer it)"
             ) from exc
