@@ -722,6 +722,7 @@ class PullEngine(_Engine):
         self._shutting_down = False
         self._backoff = 0.0
         self._backoff_handle: Optional[asyncio.TimerHandle] = None
+        self._last_pull = (0, 0)  # (messages received when the last pull went out, its max_bytes)
         self._listeners: List[Callable[[], None]] = []
         self._watch = Watchdog(2 * opts.idle_heartbeat)
         # Ticks also drive the keepalive: often enough to +WPI within AckWait.
@@ -824,6 +825,7 @@ class PullEngine(_Engine):
                 self._pending_bytes = self.opts.max_bytes
             else:
                 self._pending_msgs += due[0]  # requested and not yet taken: the limit
+        self._last_pull = (self._recv_msgs, due[1])
         self._send_pull(self._body(*due))
 
     def _fits(self, count: int) -> bool:
@@ -917,21 +919,37 @@ class PullEngine(_Engine):
                     self._pending_bytes = max(self._pending_bytes - nbytes, 0)
             if kind is StatusKind.SHUTDOWN:
                 self._report(status_error(kind, code, desc))
+            if code == "409" and self._never_fits(nbytes, desc):
+                self._back_off(errors.PullStatusError(409, f"{desc}: the next message is larger than max_bytes"))
+                return
             self._maybe_pull()
         elif kind is StatusKind.LEADERSHIP:
             self._reset_pending()
             self._report(status_error(kind, code, desc))
             self._maybe_pull()
         elif kind is StatusKind.LIMIT:
-            # Re-pulling at once would be refused again: back off, doubling.
-            self._report(status_error(kind, code, desc))
-            self._backoff = min(max(self._backoff * 2, _LIMIT_BACKOFF_START), self.opts.expires)
-            if self._backoff_handle is None:
-                self._backoff_handle = self._loop.call_later(self._backoff, self._retry_after_backoff)
+            self._back_off(status_error(kind, code, desc))
         else:  # 503 no responders, unknown statuses: report; is the consumer still there?
             self._report(status_error(kind, code, desc))
             if kind is StatusKind.NO_RESPONDERS:
                 self._check_consumer()
+
+    def _never_fits(self, nbytes: int, desc: str) -> bool:
+        """A 409 Message Size Exceeds MaxBytes that ends the last pull, which
+        got nothing and asked for the full max_bytes: the next message can
+        never fit, and an at-once re-pull would spin on this 409."""
+        return (
+            desc.lower().startswith("message size")
+            and nbytes >= self.opts.max_bytes
+            and (self._recv_msgs, nbytes) == self._last_pull
+        )
+
+    def _back_off(self, exc: BaseException) -> None:
+        """Report; re-pulling at once would be refused again: wait, doubling."""
+        self._report(exc)
+        self._backoff = min(max(self._backoff * 2, _LIMIT_BACKOFF_START), self.opts.expires)
+        if self._backoff_handle is None:
+            self._backoff_handle = self._loop.call_later(self._backoff, self._retry_after_backoff)
 
     def _retry_after_backoff(self) -> None:
         self._backoff_handle = None

@@ -321,3 +321,15 @@ def test_bad_priority_config_sends_nothing(nc, stream, fields):
         stream.create_consumer(durable_name="bad", **fields)
     with pytest.raises(jss.TimeoutError):
         sub.next_msg(timeout=0.2)
+
+
+@pytest.mark.parametrize("kwargs", [{"max_messages": 5, "max_bytes": 100}, {"max_bytes": 100}])
+def test_a_message_larger_than_max_bytes_is_reported_not_spun_on(js, stream, subj, kwargs):
+    cons = stream.create_consumer(durable_name="c", ack_policy="explicit")
+    publish(js, subj, 1, payload=b"x" * 500)
+    errors: List[BaseException] = []
+    with cons.messages(error_handler=errors.append, expires=2, **kwargs) as ctx:
+        with pytest.raises(jss.TimeoutError):
+            ctx.next(timeout=1.5)
+        assert ctx.stats.pulls <= 3  # one, then a re-pull after each back-off (1 s, 2 s …)
+    assert errors and isinstance(errors[0], jss.PullStatusError) and "larger than max_bytes" in str(errors[0])
