@@ -28,7 +28,7 @@ import janus
 
 from . import errors
 from ._connection import Resource
-from .message import NAK, WPI, Msg, WireMsg, parse_header_block, reply_bytes
+from .message import NAK, WPI, Msg, WireMsg, parse_header_block, pin_id, reply_bytes
 from .options import (
     ConsumeOptions,
     FetchOptions,
@@ -95,6 +95,22 @@ class PullStats:
     buffered_high_water: int = 0  # most messages received and not yet handed out
     buffered_bytes_high_water: int = 0  # the same in bytes (max_bytes mode only)
     statuses: Dict[str, int] = field(default_factory=dict)  # "408 Request Timeout" -> count
+
+
+class PinId:
+    """The pin id of one puller of a pinned_client consumer (ADR-42): learned
+    from the ``Nats-Pin-Id`` header of the messages it gets, sent as ``id`` in
+    its later pulls, dropped when the server calls it stale (423). Loop thread only."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = ""
+
+    def learn(self, msg: Msg) -> None:
+        pin = pin_id(msg)
+        if pin:
+            self.value = pin
 
 
 class _End:
@@ -167,6 +183,9 @@ class Receiver(Resource):
         # pending below the refill threshold (maintained by the engine).
         self.lock_free = False
         self.refill_at = 1
+        # End after this many messages were taken (0: never); takes then go
+        # through the lock, which counts them exactly.
+        self.stop_after = 0
 
     # -- taking -------------------------------------------------------------
 
@@ -219,7 +238,11 @@ class Receiver(Resource):
                         self._pace()
                     if credit:
                         self.engine.took(msg)
-                    if buf and self._followers:
+                    if popped == self.stop_after:  # the last one: end as stop() would (nothing more to NAK)
+                        leftover = self._halt(None)
+                        if leftover is not None:
+                            self._unlocked(self._halted, leftover)
+                    elif buf and self._followers:
                         self._cond.notify()
                     return msg
                 if self._end is not None:
@@ -266,13 +289,17 @@ class Receiver(Resource):
                     else:
                         self._cond.notify_all()
                 if report is not None:
-                    lock.release()
-                    try:
-                        self.call_error_handler(report)
-                    finally:
-                        lock.acquire()
+                    self._unlocked(self.call_error_handler, report)
         finally:
             lock.release()
+
+    def _unlocked(self, fn: Callable[[Any], Any], arg: Any) -> None:
+        """``fn(arg)`` with the lock (held by the caller) released meanwhile."""
+        self._lock.release()
+        try:
+            fn(arg)
+        finally:
+            self._lock.acquire()
 
     def snapshot(self) -> PullStats:
         """A copy of the counters (delivered: what the callers were given)."""
@@ -364,19 +391,32 @@ class Receiver(Resource):
         already stopped. ``error`` is raised to callers instead of the end of
         iteration (the client closing under them)."""
         with self._lock:
-            if self._state is STOPPED:
-                return False
-            self._state = STOPPED
-            self._stop_error = error
-            leftover = []
-            buf = self._buf
-            while True:  # popleft, as lock-free takers do: each message to one side
-                try:
-                    leftover.append(buf.popleft())
-                except IndexError:
-                    break
-            self._appended -= len(leftover)  # NAK'd, never handed out
-            self._cond.notify_all()
+            leftover = self._halt(error)
+        if leftover is None:
+            return False
+        self._halted(leftover)
+        return True
+
+    def _halt(self, error: Optional[BaseException]) -> Optional[List[Msg]]:
+        """Mark stopped and empty the buffer (lock held); None if already stopped."""
+        if self._state is STOPPED:
+            return None
+        self._state = STOPPED
+        self._stop_error = error
+        leftover = []
+        buf = self._buf
+        while True:  # popleft, as lock-free takers do: each message to one side
+            try:
+                leftover.append(buf.popleft())
+            except IndexError:
+                break
+        self._appended -= len(leftover)  # NAK'd, never handed out
+        self._cond.notify_all()
+        return leftover
+
+    def _halted(self, leftover: List[Msg]) -> None:
+        """After _halt, without the lock: NAK the leftovers, wake the queue
+        reader, shut the engine down."""
         self._nak_on_stop(leftover)
         if self._queue is not None:
             self._queue.put_nowait(_WAKE)  # the thread blocked on the queue re-checks state
@@ -388,7 +428,6 @@ class Receiver(Resource):
                 self.closed_event.set()  # no loop to finish on: nothing more will come
         elif engine is None or self._conn.closed:
             self.closed_event.set()
-        return True
 
     def wait_closed(self, timeout: Optional[float]) -> bool:
         """Block until the engine has finished (NAKs written), unless called
@@ -489,6 +528,7 @@ class _Engine:
         # Set once earlier pulls may still be open on top of new ones (alarms,
         # reconnects, leadership changes): arrivals beyond the bound are NAK'd.
         self._guard = False
+        self._pin: Optional[PinId] = None  # pinned_client consumers only
         receiver.engine = self
 
     async def _subscribe(self) -> None:
@@ -534,6 +574,8 @@ class _Engine:
     def on_msgs(self, msgs: List[Msg]) -> None:
         """Every message of one socket read, in order."""
         self._watch.last = monotonic()
+        if self._pin is not None:  # the newest message carries the current pin
+            self._pin.learn(msgs[-1])
         if self._nak_arrivals or self._done or (self._guard and not self._fits(len(msgs))):
             for msg in msgs:  # one by one: each is checked against what was kept before it
                 if self._nak_arrivals or self._done or (self._guard and self._overflows(msg)):
@@ -890,16 +932,20 @@ class PullEngine(_Continuous):
         # Pending messages (requested, not yet handed out) = _base - the
         # receiver's credited count: takes need not touch the engine.
         self._base = 0
-        receiver.lock_free = not opts.bytes_mode
+        receiver.lock_free = not opts.bytes_mode and not opts.stop_after
+        receiver.stop_after = opts.stop_after
+        if opts.priority is not None and opts.priority.pinned:
+            self._pin = PinId()  # each messages()/consume() is a worker of its own
         self._pending_bytes = 0
         self._pull_requested = False
         self._backoff = 0.0
         self._backoff_handle: Optional[asyncio.TimerHandle] = None
+        self._last_pull = (0, 0)  # (messages received when the last pull went out, its max_bytes)
         self._watch = Watchdog(2 * opts.idle_heartbeat)
         # Ticks also drive the keepalive: often enough to +WPI within AckWait.
         self._tick_every = min(opts.idle_heartbeat / 4, 1.0, (target.ack_wait or 8.0) / 8)
-        self._body_cache: Dict[Tuple[int, int], bytes] = {}
-        self._count_bytes = bool(opts.max_bytes)
+        self._body_cache: Dict[Tuple[int, int, str], bytes] = {}
+        self._count_bytes = opts.bytes_mode
         # The most messages held at once: what the callers take within a share
         # of AckWait (user side, under the receiver lock).
         self._set_cap(opts.max_messages)
@@ -938,14 +984,7 @@ class PullEngine(_Continuous):
                 self._set_cap(cap)
 
     def _due(self) -> Optional[Tuple[int, int]]:
-        opts = self.opts
-        limit = self._cap
-        if limit >= opts.max_messages:
-            return refill(opts, self._pending_msgs, self._pending_bytes)
-        threshold = min(opts.threshold_messages, math.ceil(limit / 2))
-        if self._pending_msgs < threshold:
-            return limit - max(self._pending_msgs, 0), 0
-        return None
+        return refill(self.opts, self._pending_msgs, self._pending_bytes, self._receiver.credited, self._cap)
 
     def want_more(self) -> None:
         """A caller wants a message; top up if due. Called per take: the
@@ -976,15 +1015,17 @@ class PullEngine(_Continuous):
             if due is None:
                 return
             if self.opts.bytes_mode:
-                self._pending_msgs = self.opts.max_messages
+                # Full again (stop_after may have asked for fewer than the 1,000,000 batch).
+                self._pending_msgs = min(self._pending_msgs + due[0], self.opts.max_messages)
                 self._pending_bytes = self.opts.max_bytes
             else:
                 self._pending_msgs += due[0]  # requested and not yet taken: the limit
+        self._last_pull = (self._recv_msgs, due[1])
         self._send_pull(self._body(*due))
 
     def _fits(self, count: int) -> bool:
         opts = self.opts
-        return not opts.max_bytes and self._recv_msgs + count - self._receiver.credited_now() <= opts.max_messages
+        return not opts.bytes_mode and self._recv_msgs + count - self._receiver.credited_now() <= opts.max_messages
 
     def _overflows(self, msg: Msg) -> bool:
         """A message beyond max_messages / max_bytes buffered (a stale pull
@@ -993,17 +1034,18 @@ class PullEngine(_Continuous):
         if self._recv_msgs - self._receiver.credited_now() >= opts.max_messages:
             self._stats.nakd_overflow += 1
             return True
-        if opts.max_bytes and self._recv_bytes - self._receiver.taken_bytes + msg.size > opts.max_bytes:
+        if opts.bytes_mode and self._recv_bytes - self._receiver.taken_bytes + msg.size > opts.max_bytes:
             self._stats.nakd_overflow += 1
             return True
         return False
 
     def _body(self, batch: int, max_bytes: int) -> bytes:
-        key = (batch, max_bytes)
+        pin = self._pin.value if self._pin is not None else ""
+        key = (batch, max_bytes, pin)
         body = self._body_cache.get(key)
         if body is None:
             opts = self.opts
-            body = pull_request(batch, opts.expires, max_bytes, opts.idle_heartbeat)
+            body = pull_request(batch, opts.expires, max_bytes, opts.idle_heartbeat, False, opts.priority, pin)
             if len(self._body_cache) < 64:
                 self._body_cache[key] = body
         return body
@@ -1028,6 +1070,8 @@ class PullEngine(_Continuous):
             return
         if kind is StatusKind.END or kind is StatusKind.SHUTDOWN:
             msgs, nbytes = pending_from_headers(hdrs)
+            if code == "423" and self._pin is not None:
+                self._pin.value = ""  # no longer the pinned one: pull without an id
             with self._lock:
                 if code == "423" and not msgs:  # pin mismatch without counts: start over
                     self._pending_msgs = self._pending_bytes = 0
@@ -1036,21 +1080,37 @@ class PullEngine(_Continuous):
                     self._pending_bytes = max(self._pending_bytes - nbytes, 0)
             if kind is StatusKind.SHUTDOWN:
                 self._report(status_error(kind, code, desc))
+            if code == "409" and self._never_fits(nbytes, desc):
+                self._back_off(errors.PullStatusError(409, f"{desc}: the next message is larger than max_bytes"))
+                return
             self._maybe_pull()
         elif kind is StatusKind.LEADERSHIP:
             self._reset_pending()
             self._report(status_error(kind, code, desc))
             self._maybe_pull()
         elif kind is StatusKind.LIMIT:
-            # Re-pulling at once would be refused again: back off, doubling.
-            self._report(status_error(kind, code, desc))
-            self._backoff = min(max(self._backoff * 2, _LIMIT_BACKOFF_START), self.opts.expires)
-            if self._backoff_handle is None:
-                self._backoff_handle = self._loop.call_later(self._backoff, self._retry_after_backoff)
+            self._back_off(status_error(kind, code, desc))
         else:  # 503 no responders, unknown statuses: report; is the consumer still there?
             self._report(status_error(kind, code, desc))
             if kind is StatusKind.NO_RESPONDERS:
                 self._check_consumer()
+
+    def _never_fits(self, nbytes: int, desc: str) -> bool:
+        """A 409 Message Size Exceeds MaxBytes that ends the last pull, which
+        got nothing and asked for the full max_bytes: the next message can
+        never fit, and an at-once re-pull would spin on this 409."""
+        return (
+            desc.lower().startswith("message size")
+            and nbytes >= self.opts.max_bytes
+            and (self._recv_msgs, nbytes) == self._last_pull
+        )
+
+    def _back_off(self, exc: BaseException) -> None:
+        """Report; re-pulling at once would be refused again: wait, doubling."""
+        self._report(exc)
+        self._backoff = min(max(self._backoff * 2, _LIMIT_BACKOFF_START), self.opts.expires)
+        if self._backoff_handle is None:
+            self._backoff_handle = self._loop.call_later(self._backoff, self._retry_after_backoff)
 
     def _retry_after_backoff(self) -> None:
         self._backoff_handle = None
@@ -1097,9 +1157,18 @@ class PullEngine(_Continuous):
 class FetchEngine(_Engine):
     """One pull request on its own inbox (fetch, fetch_no_wait, next)."""
 
-    def __init__(self, conn: "Connection", receiver: Receiver, target: PullTarget, opts: FetchOptions) -> None:
+    def __init__(
+        self,
+        conn: "Connection",
+        receiver: Receiver,
+        target: PullTarget,
+        opts: FetchOptions,
+        pin: Optional[PinId] = None,
+    ) -> None:
         super().__init__(conn, receiver, target)
         self.opts = opts
+        if opts.priority is not None and opts.priority.pinned:
+            self._pin = pin or PinId()  # shared by the fetches of one Consumer handle
         self._received = 0
         self._bytes = 0
         self._watch = Watchdog(2 * opts.idle_heartbeat, opts.client_timeout)
@@ -1119,7 +1188,8 @@ class FetchEngine(_Engine):
         o = self.opts
         self._watch.traffic()
         self._timer = self._loop.call_later(self._tick_every, self._tick)
-        self._send_pull(pull_request(o.max_messages, o.expires, o.max_bytes, o.idle_heartbeat, o.no_wait))
+        pin = self._pin.value if self._pin is not None else ""
+        self._send_pull(pull_request(o.max_messages, o.expires, o.max_bytes, o.idle_heartbeat, o.no_wait, o.priority, pin))
 
     def _on_batch(self, msgs: List[Msg]) -> None:
         self._received += len(msgs)
@@ -1131,6 +1201,11 @@ class FetchEngine(_Engine):
     def _on_status(self, code: str, desc: str, hdrs: Dict[str, str]) -> None:
         kind = self._classify(code, desc)
         if kind is None:
+            return
+        if code == "423":  # another puller holds the pin: this one must pull again without an id
+            if self._pin is not None:
+                self._pin.value = ""
+            self._end_pull(errors.PinIdMismatchError(423, desc))
             return
         self._end_pull(None if kind is StatusKind.END else status_error(kind, code, desc))
 

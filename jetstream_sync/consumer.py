@@ -3,14 +3,26 @@ BaseConsumer: what pull and push consumer handles share."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+import datetime
+import functools
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Union
 
 from . import errors, options
-from ._pull import PullTarget
+from ._pull import FetchEngine, PinId, PullTarget
 from .contexts import ConsumeContext, FetchResult, MessagesContext
 from .message import Msg
-from .models import AckPolicy, ConsumerInfo
-from .options import consume_options_from, fetch_options
+from .models import AckPolicy, ConsumerInfo, ConsumerPauseResponse, ConsumerResetResponse
+from .options import (
+    CONSUME_OPTION_NAMES,
+    PRIORITY_OPTION_NAMES,
+    ConsumeOptions,
+    FetchOptions,
+    PriorityOptions,
+    check_option_names,
+    consume_options,
+    fetch_options,
+    priority_options,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .jetstream import JetStream
@@ -56,9 +68,34 @@ class BaseConsumer:
     def _info_subject(self) -> str:
         return f"{self._js.api_prefix}.CONSUMER.INFO.{self.stream_name}.{self.name}"
 
+    # -- lifecycle ------------------------------------------------------------------
+
+    def pause(self, until: Union[datetime.datetime, float]) -> ConsumerPauseResponse:
+        """Pause delivery until ``until`` (an aware datetime, or seconds from
+        now); pulls wait meanwhile (server 2.11+)."""
+        return self._js.pause_consumer(self.stream_name, self.name, until)
+
+    def resume(self) -> ConsumerPauseResponse:
+        """Resume a paused consumer now (see :meth:`JetStream.resume_consumer`)."""
+        return self._js.resume_consumer(self.stream_name, self.name)
+
+    def reset(self, seq: Optional[int] = None) -> ConsumerResetResponse:
+        """Move the consumer back to its ack floor, or to stream sequence
+        ``seq``: delivery restarts there (server 2.14+). Updates ``cached_info``."""
+        resp = self._js.reset_consumer(self.stream_name, self.name, seq)
+        self._info = resp.info
+        return resp
+
 
 class Consumer(BaseConsumer):
     """A pull consumer of a stream (``PullConsumer`` is the same class)."""
+
+    def __init__(self, js: "JetStream", info: ConsumerInfo) -> None:
+        super().__init__(js, info)
+        self._fetch_pin = PinId()  # pinned_client: the pin this handle's fetches hold
+
+    def _fetch(self, opts: FetchOptions) -> FetchResult:
+        return FetchResult(self._conn, self._target(), opts, functools.partial(FetchEngine, pin=self._fetch_pin))
 
     def _target(self) -> PullTarget:
         """What the engines pull from, with the AckWait they must respect."""
@@ -80,25 +117,36 @@ class Consumer(BaseConsumer):
         max_bytes: Optional[int] = None,
         expires: float = 30.0,
         idle_heartbeat: Optional[float] = None,
+        **priority: Any,
     ) -> FetchResult:
         """One pull of up to ``max_messages`` messages or ``max_bytes`` bytes
         (exactly one of them), waiting up to ``expires`` seconds.
 
         Returns at once; iterating blocks per message until the pull is
         complete. ``idle_heartbeat`` defaults to 5 s when ``expires`` >= 10 s.
-        A fetch that gets nothing is simply empty.
+        A fetch that gets nothing is simply empty. Priority groups (ADR-42):
+        ``group``, ``min_pending``, ``min_ack_pending``, ``priority``; see
+        :meth:`messages`. With pinned_client, a fetch whose pin went stale
+        ends with :class:`PinIdMismatchError`; fetch again.
         """
-        return FetchResult(self._conn, self._target(), fetch_options(max_messages, max_bytes, expires, idle_heartbeat))
+        prio = self._priority(priority)
+        opts = fetch_options(max_messages, max_bytes, expires, idle_heartbeat, priority=prio)
+        return self._fetch(opts)
 
-    def fetch_no_wait(self, max_messages: Optional[int] = None, *, max_bytes: Optional[int] = None) -> FetchResult:
+    def fetch_no_wait(
+        self, max_messages: Optional[int] = None, *, max_bytes: Optional[int] = None, **priority: Any
+    ) -> FetchResult:
         """One pull of what is available right now (up to the limit); never waits for new messages."""
-        return FetchResult(self._conn, self._target(), fetch_options(max_messages, max_bytes, None, None, no_wait=True))
+        prio = self._priority(priority)
+        opts = fetch_options(max_messages, max_bytes, None, None, no_wait=True, priority=prio)
+        return self._fetch(opts)
 
-    def next(self, timeout: float = 30.0) -> Msg:
+    def next(self, timeout: float = 30.0, **priority: Any) -> Msg:
         """Pull one message, waiting up to ``timeout`` seconds; raises
         :class:`jetstream_sync.TimeoutError` when none came."""
         t = options.duration("timeout", timeout)
-        result = FetchResult(self._conn, self._target(), fetch_options(1, None, t, None))
+        opts = fetch_options(1, None, t, None, priority=self._priority(priority))
+        result = self._fetch(opts)
         it = iter(result)
         try:
             return next(it)
@@ -114,16 +162,47 @@ class Consumer(BaseConsumer):
         requested and not yet handed out; ``expires`` (default 30 s, at least
         1 s) is each pull's lifetime; ``idle_heartbeat`` defaults to
         expires/2 capped at 30 s; the buffer is refilled when it falls below
-        ``threshold_messages`` / ``threshold_bytes`` (default: half).
+        ``threshold_messages`` / ``threshold_bytes`` (default: half). Both
+        ``max_messages`` and ``max_bytes``: the buffer is bounded in messages
+        and each pull is also capped at ``max_bytes``. ``stop_after=N`` ends
+        the context once N messages were handed out (pulling no more than N).
         ``error_handler(exc)`` receives transient problems.
+
+        Priority groups (ADR-42; the consumer's ``priority_groups``):
+        ``group`` (required when the consumer has groups), ``min_pending`` /
+        ``min_ack_pending`` (policy overflow: served only while the consumer
+        has more than that many pending / ack-pending), ``priority`` 0-9
+        (policy prioritized; 0 is served first). With pinned_client the pin
+        id the server hands this context is sent in its later pulls; the pin
+        lapses when no pull carries it for ``priority_timeout``, so keep
+        ``expires`` below it or an idle worker loses its pin.
         """
-        return MessagesContext(self._conn, self._target(), consume_options_from(options), error_handler)
+        return MessagesContext(self._conn, self._target(), self._consume_options(options), error_handler)
 
     def consume(
         self, handler: Callable[[Msg], Any], *, error_handler: Optional[ErrorHandler] = None, **options: Any
     ) -> ConsumeContext:
         """Call ``handler(msg)`` for every message on a worker thread; options as :meth:`messages`."""
-        return ConsumeContext(self._conn, self._target(), handler, consume_options_from(options), error_handler)
+        return ConsumeContext(self._conn, self._target(), handler, self._consume_options(options), error_handler)
+
+    def _priority(self, given: Dict[str, Any]) -> Optional[PriorityOptions]:
+        """Priority-group options checked against the cached config."""
+        check_option_names(given, PRIORITY_OPTION_NAMES)
+        return priority_options(self._info.config, **given)
+
+    def _consume_options(self, given: Dict[str, Any]) -> ConsumeOptions:
+        check_option_names(given, CONSUME_OPTION_NAMES + PRIORITY_OPTION_NAMES)
+        prio = {k: given.pop(k) for k in PRIORITY_OPTION_NAMES if k in given}
+        return consume_options(**given, priority=self._priority(prio))
+
+    # -- priority groups --------------------------------------------------------------
+
+    def unpin(self, group: str) -> None:
+        """Release the pin of a pinned_client priority ``group``: the server
+        pins the next puller (server 2.11+)."""
+        priority_options(self._info.config, group)  # a group of this consumer, before anything is sent
+        self._js.unpin_consumer(self.stream_name, self.name, group)
+
 
 
 PullConsumer = Consumer

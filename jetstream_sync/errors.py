@@ -19,7 +19,8 @@ builtins keeps working. Errors translated from nats-py keep it as ``__cause__``.
     ├── PullStatusError (status, description)
     │   ├── ConsumerDeletedError
     │   ├── ConsumerPushBasedError
-    │   └── BadRequestError
+    │   ├── BadRequestError
+    │   └── PinIdMismatchError
     ├── NoHeartbeatError
     ├── ConsumerSequenceMismatchError (expected, received)
     ├── ConsumerAlreadyConsumingError
@@ -60,6 +61,7 @@ __all__ = [
     "ConsumerDeletedError",
     "ConsumerPushBasedError",
     "BadRequestError",
+    "PinIdMismatchError",
     "NoHeartbeatError",
     "ConsumerSequenceMismatchError",
     "ConsumerAlreadyConsumingError",
@@ -199,6 +201,12 @@ class ConsumerPushBasedError(PullStatusError):
 
 class BadRequestError(PullStatusError):
     """The server rejected a pull request (400 Bad Request)."""
+
+
+class PinIdMismatchError(PullStatusError):
+    """A pull of a pinned_client consumer carried a pin id that is no longer
+    the current one (423): another puller holds the pin. The pin id is
+    forgotten, so the next pull competes for the pin afresh."""
 
 
 class NoHeartbeatError(JetStreamError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import dataclasses
+import datetime
 import json
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type, TypeVar, Union
 
@@ -20,6 +21,8 @@ from .models import (
     AckPolicy,
     ConsumerConfig,
     ConsumerInfo,
+    ConsumerPauseResponse,
+    ConsumerResetResponse,
     DeliverPolicy,
     DiscardPolicy,
     PubAck,
@@ -88,6 +91,8 @@ def build_config(cls: Type[_C], config: Optional[_C], overrides: Dict[str, Any])
         value = getattr(cfg, name, None)
         if value:
             options.subject(value, what=name, wildcards=(name == "filter_subject"))
+    if isinstance(cfg, ConsumerConfig):
+        options.priority_config(cfg.priority_policy, cfg.priority_groups, cfg.priority_timeout, cfg.deliver_subject)
     for name, what in (("filter_subjects", "filter_subjects entry"), ("subjects", "stream subject")):
         values = getattr(cfg, name, None)
         if values is None:
@@ -387,6 +392,51 @@ class JetStream:
     def consumers(self, stream: str) -> List[ConsumerInfo]:
         items = self._paged(f"CONSUMER.LIST.{validate_name('stream', stream)}", "consumers", about=f"stream {stream!r}")
         return [ConsumerInfo.from_response(c) for c in items]
+
+    # -- consumer lifecycle (ADR-42 pins, pause, reset) ----------------------------
+
+    def pause_consumer(
+        self, stream: str, name: str, until: Union[datetime.datetime, float]
+    ) -> ConsumerPauseResponse:
+        """Pause a consumer until ``until`` (an aware datetime, or seconds from
+        now): it delivers nothing meanwhile; pulls wait (server 2.11+)."""
+        when = options.pause_until(until)
+        resp = self._consumer_op("PAUSE", stream, name, {"pause_until": options.rfc3339(when)}, "2.11")
+        return ConsumerPauseResponse.from_response(resp)
+
+    def resume_consumer(self, stream: str, name: str) -> ConsumerPauseResponse:
+        """Resume a paused consumer now (server 2.11+). The server serves
+        pulls that were already waiting at its next wake-up for them (their
+        next idle heartbeat, a new message, or a new pull), not at once."""
+        return ConsumerPauseResponse.from_response(self._consumer_op("PAUSE", stream, name, None, "2.11"))
+
+    def reset_consumer(self, stream: str, name: str, seq: Optional[int] = None) -> ConsumerResetResponse:
+        """Move a consumer back to its ack floor, or to stream sequence ``seq``
+        (not below its configured start); what was delivered and not acked is
+        forgotten and delivered again from there (server 2.14+)."""
+        payload = None if seq is None else {"seq": _positive("seq", seq)}
+        return ConsumerResetResponse.from_response(self._consumer_op("RESET", stream, name, payload, "2.14"))
+
+    def unpin_consumer(self, stream: str, name: str, group: str) -> None:
+        """Release the pin of priority ``group`` of a pinned_client consumer;
+        the server pins the next puller (server 2.11+)."""
+        self._consumer_op("UNPIN", stream, name, {"group": options.group_name(group)}, "2.11")
+
+    def _consumer_op(
+        self, verb: str, stream: str, name: str, payload: Optional[Dict[str, Any]], since: str
+    ) -> Dict[str, Any]:
+        """``$JS.API.CONSUMER.<verb>.<stream>.<name>``. Neither a server older
+        than ``since`` nor (for RESET) a missing consumer answers: after a
+        timeout, ask for the consumer's info to tell the two apart."""
+        about = f"consumer {name!r} of stream {stream!r}"
+        subject = f"CONSUMER.{verb}.{validate_name('stream', stream)}.{validate_name('consumer', name)}"
+        try:
+            return self._api(subject, payload, about=about)
+        except errors.TimeoutError as exc:
+            self._consumer_info_raw(stream, name)  # raises ConsumerNotFoundError if that was why
+            raise errors.TimeoutError(
+                f"{exc}: CONSUMER.{verb} needs nats-server {since} or newer (older servers do not answer it)"
+            ) from exc
 
     def _consumer_handle(self, resp: Dict[str, Any]) -> "AnyConsumer":
         info = ConsumerInfo.from_response(resp)

@@ -253,6 +253,23 @@ class Msg:
         return conn.outbox
 
 
+_PIN_HEADER = b"\r\nNats-Pin-Id: "
+
+
+def pin_id(msg: Msg) -> str:
+    """The ``Nats-Pin-Id`` header of a message ("" if none): one search of the
+    raw header block, no parsing (it runs once per socket read)."""
+    raw = msg._hdr_raw
+    if not raw:
+        return ""
+    start = raw.rfind(_PIN_HEADER)  # the server appends it last
+    if start < 0:
+        return ""
+    start += len(_PIN_HEADER)
+    end = raw.find(b"\r\n", start)
+    return raw[start : end if end >= 0 else None].decode(errors="replace").strip()
+
+
 def reply_bytes(msg: Msg) -> bytes:
     """The reply (ack) subject as received, for the engine's NAKs and +WPIs."""
     return msg._reply

@@ -33,6 +33,8 @@ __all__ = [
     "StreamInfo",
     "ConsumerConfig",
     "ConsumerInfo",
+    "ConsumerPauseResponse",
+    "ConsumerResetResponse",
     "PubAck",
     "StoredMsg",
     "AccountInfo",
@@ -314,6 +316,38 @@ class ConsumerInfo(_InfoWithConfig, _api.ConsumerInfo):
 
     _config_cls: ClassVar[type] = ConsumerConfig
     extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class ConsumerPauseResponse:
+    """The server's answer to a pause or resume: ``paused``, when the pause
+    ends (aware UTC datetime; None when resumed) and the seconds left."""
+
+    paused: bool
+    pause_until: Optional[datetime.datetime]
+    pause_remaining: float
+
+    @classmethod
+    def from_response(cls, resp: Dict[str, Any]) -> "ConsumerPauseResponse":
+        until = resp.get("pause_until")
+        when = parse_utc_iso(until) if until else None
+        if when is not None and when.year <= 1:  # Go's zero time: not paused
+            when = None
+        return cls(bool(resp.get("paused")), when, (resp.get("pause_remaining") or 0) / _NS)
+
+
+@dataclass
+class ConsumerResetResponse:
+    """The server's answer to a consumer reset: the consumer's info after it,
+    and the stream sequence delivery restarts from."""
+
+    info: ConsumerInfo
+    reset_seq: int
+
+    @classmethod
+    def from_response(cls, resp: Dict[str, Any]) -> "ConsumerResetResponse":
+        rest = {k: v for k, v in resp.items() if k not in ("reset_seq", "type")}
+        return cls(ConsumerInfo.from_response(rest), int(resp.get("reset_seq") or 0))
 
 
 _PLAIN_ACK_KEYS = frozenset({"stream", "seq", "domain", "duplicate"})

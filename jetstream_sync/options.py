@@ -10,6 +10,7 @@ value. Durations are seconds here and nanoseconds on the wire.
 
 from __future__ import annotations
 
+import datetime
 import enum
 import json
 import math
@@ -36,11 +37,15 @@ __all__ = [
     "term_reason",
     "ConsumeOptions",
     "FetchOptions",
+    "PriorityOptions",
     "consume_options",
     "fetch_options",
     "PushOptions",
     "push_options",
     "check_option_names",
+    "priority_options",
+    "priority_config",
+    "pause_until",
     "pull_request",
     "refill",
     "StatusKind",
@@ -269,7 +274,11 @@ class ConsumeOptions:
     """Validated options of a continuous pull (``messages()`` / ``consume()``).
 
     ``max_bytes`` is 0 in message mode. ``max_messages`` is the batch of a
-    full pull (1,000,000 in bytes mode).
+    full pull (1,000,000 in bytes mode). With ``limit_bytes`` (both
+    max_messages and max_bytes given) the buffer is counted in messages and
+    every pull also carries ``max_bytes`` as a per-pull cap (nats.go
+    PullMaxMessagesWithBytesLimit). ``stop_after`` (0: never) ends the
+    context after that many messages were handed out.
     """
 
     max_messages: int
@@ -278,10 +287,14 @@ class ConsumeOptions:
     idle_heartbeat: float
     threshold_messages: int
     threshold_bytes: int
+    stop_after: int = 0
+    limit_bytes: bool = False
+    priority: Optional["PriorityOptions"] = None
 
     @property
     def bytes_mode(self) -> bool:
-        return self.max_bytes > 0
+        """The buffer is bounded in bytes (max_bytes without max_messages)."""
+        return self.max_bytes > 0 and not self.limit_bytes
 
 
 def consume_options(
@@ -291,13 +304,18 @@ def consume_options(
     idle_heartbeat: Optional[float] = None,
     threshold_messages: Optional[int] = None,
     threshold_bytes: Optional[int] = None,
+    stop_after: Optional[int] = None,
+    priority: Optional["PriorityOptions"] = None,
 ) -> ConsumeOptions:
-    """Defaults and validation of ADR-37 consume options; raises InvalidOptionError."""
-    if max_messages is not None and max_bytes is not None:
-        raise errors.InvalidOptionError("max_messages and max_bytes are mutually exclusive")
+    """Defaults and validation of ADR-37 consume options; raises InvalidOptionError.
+
+    ``max_messages`` and ``max_bytes`` together: batch ``max_messages``,
+    each pull capped at ``max_bytes`` (thresholds count messages only).
+    """
+    limit_bytes = max_messages is not None and max_bytes is not None
     if max_bytes is not None:
         mbytes = _count("max_bytes", max_bytes)
-        msgs = BYTES_MODE_BATCH
+        msgs = _count("max_messages", max_messages) if limit_bytes else BYTES_MODE_BATCH
     else:
         mbytes = 0
         msgs = DEFAULT_MAX_MESSAGES if max_messages is None else _count("max_messages", max_messages)
@@ -315,14 +333,17 @@ def consume_options(
         if t_msgs > msgs:
             raise errors.InvalidOptionError(f"threshold_messages ({t_msgs}) must not exceed max_messages ({msgs})")
     if threshold_bytes is None:
-        t_bytes = math.ceil(mbytes / 2)
+        t_bytes = 0 if limit_bytes else math.ceil(mbytes / 2)
     else:
-        if not mbytes:
-            raise errors.InvalidOptionError("threshold_bytes needs max_bytes")
+        if not mbytes or limit_bytes:
+            raise errors.InvalidOptionError(
+                "threshold_bytes needs max_bytes without max_messages (with both, max_bytes only caps each pull)"
+            )
         t_bytes = _count("threshold_bytes", threshold_bytes)
         if t_bytes > mbytes:
             raise errors.InvalidOptionError(f"threshold_bytes ({t_bytes}) must not exceed max_bytes ({mbytes})")
-    return ConsumeOptions(msgs, mbytes, exp, hb, t_msgs, t_bytes)
+    after = 0 if stop_after is None else _count("stop_after", stop_after)
+    return ConsumeOptions(msgs, mbytes, exp, hb, t_msgs, t_bytes, after, limit_bytes, priority)
 
 
 CONSUME_OPTION_NAMES = (
@@ -332,6 +353,7 @@ CONSUME_OPTION_NAMES = (
     "idle_heartbeat",
     "threshold_messages",
     "threshold_bytes",
+    "stop_after",
 )
 
 
@@ -390,6 +412,7 @@ class FetchOptions:
     expires: float  # 0 with no_wait
     idle_heartbeat: float  # 0 = none
     no_wait: bool
+    priority: Optional["PriorityOptions"] = None
 
     @property
     def client_timeout(self) -> float:
@@ -403,6 +426,7 @@ def fetch_options(
     expires: Optional[float] = DEFAULT_EXPIRES,
     idle_heartbeat: Optional[float] = None,
     no_wait: bool = False,
+    priority: Optional["PriorityOptions"] = None,
 ) -> FetchOptions:
     """Defaults and validation of ADR-37 fetch options; raises InvalidOptionError."""
     if (max_messages is None) == (max_bytes is None):
@@ -414,7 +438,7 @@ def fetch_options(
     if no_wait:
         if idle_heartbeat:
             raise errors.InvalidOptionError("fetch_no_wait takes no idle_heartbeat")
-        return FetchOptions(msgs, mbytes, 0.0, 0.0, True)
+        return FetchOptions(msgs, mbytes, 0.0, 0.0, True, priority)
     exp = duration("expires", DEFAULT_EXPIRES if expires is None else expires)
     if idle_heartbeat is None:
         hb = FETCH_HEARTBEAT if exp >= FETCH_HEARTBEAT_FROM else 0.0
@@ -422,11 +446,137 @@ def fetch_options(
         hb = duration("idle_heartbeat", idle_heartbeat)
         if hb > exp / 2:
             raise errors.InvalidOptionError(f"idle_heartbeat ({hb}s) must be at most half of expires ({exp}s)")
-    return FetchOptions(msgs, mbytes, exp, hb, False)
+    return FetchOptions(msgs, mbytes, exp, hb, False, priority)
+
+
+# Priority groups (ADR-42)
+
+PRIORITY_OPTION_NAMES = ("group", "min_pending", "min_ack_pending", "priority")
+PRIORITY_POLICIES = ("none", "overflow", "pinned_client", "prioritized")
+MAX_PRIORITY = 9
+_GROUP_NAME = re.compile(r"[A-Za-z0-9/_=-]{1,16}")  # the server's validGroupName
+
+
+@dataclass(frozen=True)
+class PriorityOptions:
+    """The priority-group fields of every pull of one fetch/messages/consume.
+    ``pinned``: the consumer's policy is pinned_client (the engine keeps a pin id)."""
+
+    group: str
+    min_pending: int = 0
+    min_ack_pending: int = 0
+    priority: int = 0
+    pinned: bool = False
+
+
+def group_name(value: Any) -> str:
+    """A priority group name as the server allows it: 1-16 of A-Z a-z 0-9 / _ = -."""
+    if not isinstance(value, str) or not _GROUP_NAME.fullmatch(value):
+        raise errors.InvalidOptionError(
+            f"priority group must be 1-16 characters of A-Z, a-z, 0-9, '/', '_', '=', '-', got {value!r}"
+        )
+    return value
+
+
+def _policy(config: Any) -> Tuple[List[str], str]:
+    """The consumer's (priority_groups, priority_policy) from its cached config."""
+    groups = list(getattr(config, "priority_groups", None) or [])
+    return groups, str(getattr(config, "priority_policy", None) or "none")
+
+
+def priority_options(
+    config: Any,
+    group: Optional[str] = None,
+    min_pending: Optional[int] = None,
+    min_ack_pending: Optional[int] = None,
+    priority: Optional[int] = None,
+) -> Optional[PriorityOptions]:
+    """Check a pull's priority-group options against the consumer's config
+    (``ConsumerConfig`` or None); None when the pull names no group."""
+    groups, policy = _policy(config)
+    if group is None:
+        given = [n for n, v in (("min_pending", min_pending), ("min_ack_pending", min_ack_pending),
+                                ("priority", priority)) if v is not None]
+        if given:
+            raise errors.InvalidOptionError(f"{', '.join(given)} needs group=")
+        if groups:
+            raise errors.InvalidOptionError(
+                f"the consumer has priority groups {groups} (policy {policy!r}): pass group= one of them"
+                " (the server refuses a pull without one: 400 Priority Group missing)"
+            )
+        return None
+    group_name(group)
+    if not groups:
+        raise errors.InvalidOptionError(f"group={group!r} given, but the consumer has no priority groups")
+    if group not in groups:
+        raise errors.InvalidOptionError(f"group={group!r} is not one of the consumer's priority groups {groups}")
+    if (min_pending is not None or min_ack_pending is not None) and policy != "overflow":
+        raise errors.InvalidOptionError(
+            f"min_pending/min_ack_pending need priority_policy 'overflow', the consumer's is {policy!r}"
+        )
+    if priority is not None:
+        if policy != "prioritized":
+            raise errors.InvalidOptionError(f"priority needs priority_policy 'prioritized', the consumer's is {policy!r}")
+        if isinstance(priority, bool) or not isinstance(priority, int) or not 0 <= priority <= MAX_PRIORITY:
+            raise errors.InvalidOptionError(f"priority must be an integer from 0 to {MAX_PRIORITY}, got {priority!r}")
+    return PriorityOptions(
+        group,
+        0 if min_pending is None else _count("min_pending", min_pending),
+        0 if min_ack_pending is None else _count("min_ack_pending", min_ack_pending),
+        priority or 0,
+        policy == "pinned_client",
+    )
+
+
+def priority_config(policy: Any, groups: Any, timeout: Optional[float], deliver_subject: Any) -> Optional[str]:
+    """Check a consumer config's ADR-42 fields as the server will; returns the
+    policy (None when unset)."""
+    if policy is not None and policy not in PRIORITY_POLICIES:
+        allowed = ", ".join(repr(p) for p in PRIORITY_POLICIES)
+        raise errors.InvalidOptionError(f"priority_policy must be one of {allowed}, got {policy!r}")
+    if groups is not None:
+        if not isinstance(groups, (list, tuple)):
+            raise errors.InvalidOptionError(f"priority_groups must be a list of group names, got {groups!r}")
+        for g in groups:
+            group_name(g)
+    if policy in (None, "none"):
+        if groups:
+            raise errors.InvalidOptionError("priority_groups need a priority_policy other than 'none'")
+        if timeout:
+            raise errors.InvalidOptionError("priority_timeout needs a priority_policy other than 'none'")
+        return policy  # type: ignore[no-any-return]
+    if not groups:
+        raise errors.InvalidOptionError(f"priority_policy {policy!r} needs at least one priority group")
+    if deliver_subject:
+        raise errors.InvalidOptionError("a push consumer (deliver_subject) cannot have a priority_policy")
+    return policy  # type: ignore[no-any-return]
+
+
+def pause_until(until: Any, now: Optional[datetime.datetime] = None) -> datetime.datetime:
+    """When a pause ends, as an aware UTC datetime: ``until`` is an aware
+    datetime or seconds from ``now`` (> 0)."""
+    if isinstance(until, datetime.datetime):
+        if until.tzinfo is None or until.utcoffset() is None:
+            raise errors.InvalidOptionError(f"pause until needs an aware datetime (with a timezone), got {until!r}")
+        return until.astimezone(datetime.timezone.utc)
+    seconds = duration("until", until)
+    start = now or datetime.datetime.now(datetime.timezone.utc)
+    return start + datetime.timedelta(seconds=seconds)
+
+
+def rfc3339(when: datetime.datetime) -> str:
+    """An aware datetime as the server's RFC 3339 UTC form (``...Z``)."""
+    return when.astimezone(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def pull_request(
-    batch: int, expires: float = 0.0, max_bytes: int = 0, idle_heartbeat: float = 0.0, no_wait: bool = False
+    batch: int,
+    expires: float = 0.0,
+    max_bytes: int = 0,
+    idle_heartbeat: float = 0.0,
+    no_wait: bool = False,
+    priority: Optional[PriorityOptions] = None,
+    pin_id: str = "",
 ) -> bytes:
     """The JSON body of a ``CONSUMER.MSG.NEXT`` request (durations in ns)."""
     body: Dict[str, Any] = {"batch": batch}
@@ -438,24 +588,50 @@ def pull_request(
         body["idle_heartbeat"] = int(idle_heartbeat * _NS)
     if no_wait:
         body["no_wait"] = True
+    if priority is not None:
+        body["group"] = priority.group
+        if priority.min_pending:
+            body["min_pending"] = priority.min_pending
+        if priority.min_ack_pending:
+            body["min_ack_pending"] = priority.min_ack_pending
+        if priority.priority:
+            body["priority"] = priority.priority
+        if pin_id:
+            body["id"] = pin_id
     return json.dumps(body, separators=(",", ":")).encode()
 
 
-def refill(opts: ConsumeOptions, pending_msgs: int, pending_bytes: int) -> Optional[Tuple[int, int]]:
+def refill(
+    opts: ConsumeOptions, pending_msgs: int, pending_bytes: int, delivered: int = 0, cap: Optional[int] = None
+) -> Optional[Tuple[int, int]]:
     """The (batch, max_bytes) of the pull that tops the buffer up, or None.
 
     A pull is due when pending messages fall below ``threshold_messages`` or,
     in bytes mode, pending bytes below ``threshold_bytes``. Message mode asks
-    for ``max - pending`` messages; bytes mode for ``max_bytes - pending``
-    bytes with the full 1,000,000 batch.
+    for ``max - pending`` messages (with ``limit_bytes``, each pull capped at
+    max_bytes); bytes mode for ``max_bytes - pending`` bytes with the full
+    1,000,000 batch. ``cap`` (message mode) holds the buffer below
+    max_messages, its threshold halved with it. With ``stop_after`` no pull
+    asks for more than ``stop_after - delivered - pending``.
     """
+    pending = max(pending_msgs, 0)
     if opts.bytes_mode:
-        if pending_msgs < opts.threshold_messages or pending_bytes < opts.threshold_bytes:
-            return opts.max_messages, opts.max_bytes - max(pending_bytes, 0)
-        return None
-    if pending_msgs < opts.threshold_messages:
-        return opts.max_messages - max(pending_msgs, 0), 0
-    return None
+        if pending_msgs >= opts.threshold_messages and pending_bytes >= opts.threshold_bytes:
+            return None
+        batch, nbytes = opts.max_messages, opts.max_bytes - max(pending_bytes, 0)
+    else:
+        limit, threshold = opts.max_messages, opts.threshold_messages
+        if cap is not None and cap < limit:
+            limit, threshold = cap, min(threshold, math.ceil(cap / 2))
+        if pending_msgs >= threshold:
+            return None
+        batch, nbytes = limit - pending, (opts.max_bytes if opts.limit_bytes else 0)
+    if opts.stop_after:
+        left = opts.stop_after - delivered - pending
+        if left <= 0:
+            return None
+        batch = min(batch, left)
+    return batch, nbytes
 
 
 class StatusKind(enum.Enum):

@@ -286,7 +286,7 @@ def test_invalid_options_send_nothing(nc, stream, cons):
     bad = [
         {"max_messages": -1},
         {"max_messages": 0},
-        {"max_messages": 10, "max_bytes": 10},
+        {"max_messages": 10, "max_bytes": 10, "threshold_bytes": 5},  # both: max_bytes only caps each pull
         {"max_bytes": 0},
         {"expires": 0.5},
         {"expires": -1},

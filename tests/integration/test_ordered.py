@@ -378,3 +378,20 @@ def test_reset_attempts_are_bounded(js, stream, subj, monkeypatch):
     assert ctx.wait_closed(10)
     assert calls == [0, 4, 4]
     assert sum(isinstance(e, jss.APIError) for e in errs) == 2
+
+
+def test_stop_after_spans_a_reset_and_the_next_read_goes_on(js, stream, subj):
+    fill(js, subj, 300)
+    oc = stream.ordered_consumer()
+    got = []
+    ctx = oc.messages(max_messages=40, stop_after=150)
+    for msg in ctx:
+        got.append(msg)
+        if len(got) == 60:
+            js.delete_consumer(stream.name, oc.name)
+    assert len(got) == 150
+    assert ctx.wait_closed(10)
+    assert ctx.stats.resets >= 1
+    with oc.messages() as ctx2:
+        got += take(ctx2, 150)
+    assert seqs(got) == list(range(1, 301))

@@ -48,7 +48,7 @@ def test_threshold_rounds_up_and_works_with_one():
         {"max_messages": 1.5},
         {"max_messages": True},
         {"max_bytes": 0},
-        {"max_messages": 10, "max_bytes": 100},
+        {"max_messages": 10, "max_bytes": 100, "threshold_bytes": 50},  # both: max_bytes only caps each pull
         {"expires": 0.5},
         {"expires": -1},
         {"expires": "30"},
