@@ -9,6 +9,7 @@ import dataclasses
 import datetime
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional
 
 from . import errors, options
@@ -23,6 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["PullSubscription", "PushSubscription", "bind_check"]
 
 _log = logging.getLogger("jetstream_sync.subscribe")
+_RETRY_START = 0.05  # seconds before re-pulling after a 409 limit warning, doubling
+_RETRY_MAX = 0.5
 Handler = Callable[[Msg], Any]
 
 # Fields a caller's config must agree on with an existing consumer (ADR-15:
@@ -45,6 +48,15 @@ _MUST_MATCH = (
     "headers_only",
     "deliver_subject",
 )
+
+
+def _retryable(exc: BaseException) -> bool:
+    """A pull refused for now, not for good (409 limit warnings, a dropped pull)."""
+    if isinstance(exc, errors.NoHeartbeatError):
+        return True
+    if type(exc) is not errors.PullStatusError:  # ConsumerDeleted, PushBased, BadRequest …
+        return False
+    return options.classify_status(str(exc.status), exc.description) is options.StatusKind.LIMIT
 
 
 def find_stream(js: "JetStream", subject: str) -> str:
@@ -188,7 +200,28 @@ class PullSubscription(_Subscription):
         msgs = list(self._cons.fetch_no_wait(batch))
         if msgs:
             return msgs
-        result = self._cons.fetch(batch, expires=t, idle_heartbeat=heartbeat)
+        deadline = time.monotonic() + t
+        backoff = _RETRY_START
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise errors.TimeoutError(f"no message on {self.subject or self.stream!r} within {t}s")
+            try:
+                return self._wait_first(batch, left, heartbeat)
+            except (errors.PullStatusError, errors.NoHeartbeatError) as exc:
+                if not _retryable(exc):
+                    raise
+                # The server refused this pull for now (e.g. 409 Exceeded
+                # MaxWaiting; with a heartbeat it drops it silently): try again
+                # until the caller's timeout, as nats-py treats these as no message.
+                time.sleep(min(backoff, max(deadline - time.monotonic(), 0.0)))
+                backoff = min(backoff * 2, _RETRY_MAX)
+
+    def _wait_first(self, batch: int, expires: float, heartbeat: Optional[float]) -> List[Msg]:
+        """One pull: the first message to arrive and whatever came with it."""
+        hb = heartbeat if heartbeat is None or heartbeat <= expires / 2 else None
+        result = self._cons.fetch(batch, expires=expires, idle_heartbeat=hb)
+        msgs: List[Msg] = []
         try:
             for msg in result:
                 msgs.append(msg)
@@ -197,7 +230,7 @@ class PullSubscription(_Subscription):
         finally:
             result.close()  # what arrives after we returned goes back (NAK'd)
         if not msgs:
-            raise errors.TimeoutError(f"no message on {self.subject or self.stream!r} within {t}s")
+            raise errors.TimeoutError(f"no message on {self.subject or self.stream!r} within {expires:.3f}s")
         return msgs
 
     def unsubscribe(self) -> None:

@@ -399,3 +399,69 @@ def test_subscribe_bad_input_sends_nothing(js, quux, args, kwargs):
     with pytest.raises(jss.InvalidOptionError):
         js.subscribe(*args, **kwargs)
     assert js.consumer_names(quux) == []
+
+
+def test_concurrent_fetches_see_only_messages_or_timeouts(js, multi):
+    """Six threads fetching from one subscription while a seventh publishes:
+    no API-level errors, each message to one fetch (nats.py test_fetch_concurrent)."""
+    sub = js.pull_subscribe("a1", "durable-1", config=jss.ConsumerConfig(max_waiting=3))
+    stop = threading.Event()
+    published = []
+
+    def publisher():
+        i = 0
+        while not stop.is_set():
+            js.publish("a1", str(i).encode())
+            published.append(i)
+            i += 1
+            stop.wait(0.01)
+
+    got, errs = [], []
+
+    def fetcher():
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            try:
+                for m in sub.fetch(2, timeout=1):
+                    got.append(int(m.data))
+                    m.ack()
+            except jss.TimeoutError:
+                continue
+            except Exception as exc:  # anything else is a defect
+                errs.append(exc)
+
+    pub = threading.Thread(target=publisher)
+    pub.start()
+    threads = [threading.Thread(target=fetcher) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(15)
+    stop.set()
+    pub.join(5)
+    assert not errs, errs[:3]
+    assert len(got) == len(set(got))  # never the same message to two fetches
+    rest = []
+    while True:
+        try:
+            rest += [int(m.data) for m in sub.fetch(100, timeout=0.5)]
+        except jss.TimeoutError:
+            break
+    assert sorted(set(got) | set(rest)) == published  # nothing lost
+
+
+def test_a_timed_out_fetch_leaves_no_orphan_pull(js, multi):
+    """The next fetch gets a message published while it waits promptly, not
+    after an earlier fetch's abandoned pull swallowed it (nats.py test_fetch_no_orphan_on_timeout)."""
+    sub = js.pull_subscribe("a1", "durable-orphan")
+    with pytest.raises(jss.TimeoutError):
+        sub.fetch(100, timeout=0.1)
+    out = []
+    t = threading.Thread(target=lambda: out.append(sub.fetch(100, timeout=3.0)))
+    t.start()
+    wait_until(lambda: sub.consumer_info().num_waiting >= 1)
+    t0 = time.monotonic()
+    js.publish("a1", b"hello")
+    t.join(5)
+    assert [m.data for m in out[0]] == [b"hello"]
+    assert time.monotonic() - t0 < 1.0
