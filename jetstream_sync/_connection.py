@@ -640,6 +640,13 @@ class Connection:
         task.add_done_callback(_log_send_failure)
         return True
 
+    async def apublish(
+        self, subject: str, payload: bytes, reply: str = "", headers: Optional[Dict[str, str]] = None
+    ) -> None:
+        """Loop thread: one publish through nats-py, written after everything
+        this coroutine published before it."""
+        await self._nats().publish(subject, payload, reply=reply, headers=headers)
+
     def send_commands(self, data: bytes) -> bool:
         """Loop thread, fast paths only: pre-formatted protocol lines."""
         nc = self.nc

@@ -21,13 +21,15 @@ _SHORT_SUBJECT = 900
 
 def publish_headers(
     headers: Optional[Dict[str, str]],
-    msg_id: Optional[str],
-    expected_stream: Optional[str],
-    expected_last_seq: Optional[int],
-    expected_last_subject_seq: Optional[int],
-    expected_last_msg_id: Optional[str],
+    msg_id: Optional[str] = None,
+    expected_stream: Optional[str] = None,
+    expected_last_seq: Optional[int] = None,
+    expected_last_subject_seq: Optional[int] = None,
+    expected_last_msg_id: Optional[str] = None,
+    expected_last_subject_seq_subject: Optional[str] = None,
+    msg_ttl: Optional[float] = None,
 ) -> Optional[Dict[str, str]]:
-    """User headers plus the ``Nats-Msg-Id`` / ``Nats-Expected-*`` ones."""
+    """User headers plus the ``Nats-Msg-Id`` / ``Nats-Expected-*`` / ``Nats-TTL`` ones."""
     if (
         headers is None
         and msg_id is None
@@ -35,6 +37,8 @@ def publish_headers(
         and expected_last_seq is None
         and expected_last_subject_seq is None
         and expected_last_msg_id is None
+        and expected_last_subject_seq_subject is None
+        and msg_ttl is None
     ):
         return None  # the common case, once per publish
     out = dict(headers) if headers else {}
@@ -55,7 +59,22 @@ def publish_headers(
             if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
                 raise errors.InvalidOptionError(f"{arg} must be a sequence number (int >= 0), got {seq!r}")
             out[key] = str(seq)
+    if expected_last_subject_seq_subject is not None:
+        if expected_last_subject_seq is None:
+            raise errors.InvalidOptionError("expected_last_subject_seq_subject goes with expected_last_subject_seq")
+        out["Nats-Expected-Last-Subject-Sequence-Subject"] = options.subject(
+            expected_last_subject_seq_subject, what="expected_last_subject_seq_subject", wildcards=True
+        )
+    if msg_ttl is not None:
+        out["Nats-TTL"] = ttl_header(msg_ttl)
     return out or None
+
+
+def ttl_header(seconds: float) -> str:
+    """A per-message TTL (ADR-43) as the ``Nats-TTL`` value; at least 1 s."""
+    ttl = options.duration("msg_ttl", seconds, minimum=1.0)
+    ms = round(ttl * 1000)
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
 
 
 def check_publish(conn: "Connection", subject: str, payload: bytes, headers: Optional[Dict[str, str]]) -> bytes:

@@ -114,12 +114,8 @@ class Client:
         hdr = options.header_block(headers) if headers else b""
         options.control_line(subject, reply)
         options.payload_size(len(hdr) + len(payload), conn.max_payload)
-        conn.run(self._apublish(subject, payload, reply, headers), 30.0)
+        conn.run(conn.apublish(subject, payload, reply, headers), 30.0)
 
-    async def _apublish(self, subject: str, payload: bytes, reply: str, headers: Optional[Dict[str, str]]) -> None:
-        nc = self._conn.nc
-        assert nc is not None
-        await nc.publish(subject, payload, reply=reply, headers=headers)
 
     def request(
         self,

@@ -7,12 +7,13 @@ import concurrent.futures
 import dataclasses
 import datetime
 import json
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, Type, TypeVar, Union
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Type, TypeVar, Union
 
 import nats.errors as _nerr
 from nats.nuid import NUID
 
-from . import errors, options
+from . import _direct, errors, options
 from ._publish import check_publish, publish_headers
 from .client import as_bytes
 from .message import Msg, parse_header_block
@@ -48,6 +49,9 @@ if TYPE_CHECKING:  # pragma: no cover
     AnyConsumer = Union[Consumer, PushConsumer]
 
 __all__ = ["JetStream"]
+
+MAX_BATCH = 1000  # messages per atomic batch (the server's default limit, ADR-50)
+BatchItem = Union[Tuple[str, Union[bytes, str]], Tuple[str, Union[bytes, str], Optional[Dict[str, str]]]]
 
 _C = TypeVar("_C", StreamConfig, ConsumerConfig)
 _ENUMS: Dict[str, type] = {
@@ -226,12 +230,46 @@ class JetStream:
         name = validate_name("stream", cfg.name)
         return self._stream_handle(self._api(f"STREAM.UPDATE.{name}", cfg.as_dict()))
 
+    def create_or_update_stream(self, config: Optional[StreamConfig] = None, **fields: Any) -> "Stream":
+        """Update the stream if it exists, else create it."""
+        cfg = build_config(StreamConfig, config, fields)
+        try:
+            return self.update_stream(cfg)
+        except errors.StreamNotFoundError:
+            return self.create_stream(cfg)
+
     def stream(self, name: str) -> "Stream":
         """A handle on an existing stream; raises StreamNotFoundError."""
         return self._stream_handle(self._api(f"STREAM.INFO.{validate_name('stream', name)}", about=f"stream {name!r}"))
 
-    def stream_info(self, name: str) -> StreamInfo:
-        return StreamInfo.from_response(self._api(f"STREAM.INFO.{validate_name('stream', name)}", about=f"stream {name!r}"))
+    def stream_info(
+        self, name: str, *, subjects_filter: Optional[str] = None, deleted_details: bool = False
+    ) -> StreamInfo:
+        """Info of a stream. ``subjects_filter`` (wildcards allowed) fills
+        ``state.subjects`` with the message count per matching subject (all
+        pages); ``deleted_details`` fills ``state.deleted`` with the deleted
+        sequences."""
+        validate_name("stream", name)
+        if not isinstance(deleted_details, bool):
+            raise errors.InvalidOptionError(f"deleted_details must be a bool, got {deleted_details!r}")
+        payload: Dict[str, Any] = {}
+        if subjects_filter is not None:
+            payload["subjects_filter"] = options.subject(subjects_filter, what="subjects_filter", wildcards=True)
+        if deleted_details:
+            payload["deleted_details"] = True
+        about = f"stream {name!r}"
+        resp = self._api(f"STREAM.INFO.{name}", payload or None, about=about)
+        subjects = dict((resp.get("state") or {}).get("subjects") or {})
+        total = int(resp.get("total") or 0)
+        while subjects_filter is not None and len(subjects) < total:  # the server pages the subjects
+            page = self._api(f"STREAM.INFO.{name}", {**payload, "offset": len(subjects)}, about=about)
+            more = (page.get("state") or {}).get("subjects") or {}
+            if not more:
+                break
+            subjects.update(more)
+        if subjects:
+            resp.setdefault("state", {})["subjects"] = subjects
+        return StreamInfo.from_response(resp)
 
     def delete_stream(self, name: str) -> None:
         """Delete a stream and all its messages and consumers."""
@@ -270,17 +308,48 @@ class JetStream:
         resp = self._api(f"STREAM.PURGE.{validate_name('stream', stream)}", payload or None, about=f"stream {stream!r}")
         return int(resp.get("purged", 0))
 
-    def get_msg(self, stream: str, seq: Optional[int] = None, last_by_subject: Optional[str] = None) -> StoredMsg:
-        """One stored message of ``stream`` (see :meth:`Stream.get_msg`)."""
-        if (seq is None) == (last_by_subject is None):
+    def get_msg(
+        self,
+        stream: str,
+        seq: Optional[int] = None,
+        last_by_subject: Optional[str] = None,
+        *,
+        next_by_subject: Optional[str] = None,
+        direct: bool = False,
+    ) -> StoredMsg:
+        """One stored message of ``stream``: by ``seq``, the last on
+        ``last_by_subject``, or the first at or after ``seq`` (default 1) on
+        ``next_by_subject`` (wildcards allowed). ``direct=True`` reads with
+        direct get (ADR-31: any replica answers; the stream needs
+        ``allow_direct``). Raises MsgNotFoundError."""
+        validate_name("stream", stream)
+        if not isinstance(direct, bool):
+            raise errors.InvalidOptionError(f"direct must be a bool, got {direct!r}")
+        if next_by_subject is not None:
+            if last_by_subject is not None:
+                raise errors.InvalidOptionError("get_msg: last_by_subject and next_by_subject are exclusive")
+            payload: Dict[str, Any] = {
+                "seq": 1 if seq is None else _positive("seq", seq),
+                "next_by_subj": options.subject(next_by_subject, what="next_by_subject", wildcards=True),
+            }
+            about = f"next message on {next_by_subject!r} from sequence {payload['seq']} in stream {stream!r}"
+        elif (seq is None) == (last_by_subject is None):
             raise errors.InvalidOptionError("get_msg: give exactly one of seq or last_by_subject")
-        if seq is not None:
-            payload: Dict[str, Any] = {"seq": _positive("seq", seq)}
+        elif seq is not None:
+            payload = {"seq": _positive("seq", seq)}
             about = f"sequence {seq} of stream {stream!r}"
         else:
-            payload = {"last_by_subj": options.subject(last_by_subject, wildcards=True)}
+            payload = {"last_by_subj": options.subject(last_by_subject, what="last_by_subject", wildcards=True)}
             about = f"last message on {last_by_subject!r} in stream {stream!r}"
-        raw = self._api(f"STREAM.MSG.GET.{validate_name('stream', stream)}", payload, about=about)["message"]
+        if direct:
+            t = self._timeout
+            try:
+                return self._conn.run(_direct.get_one(self._conn, self._direct_subject(stream), payload, t, about), t + 1.0)
+            except errors.NoRespondersError as exc:
+                raise errors.NoRespondersError(
+                    f"no direct get for stream {stream!r}: it does not exist or lacks allow_direct"
+                ) from exc
+        raw = self._api(f"STREAM.MSG.GET.{stream}", payload, about=about)["message"]
         headers = None
         if raw.get("hdrs"):
             block = base64.b64decode(raw["hdrs"])
@@ -294,6 +363,66 @@ class JetStream:
             headers=headers,
             time=parse_utc_iso(when) if when else None,
         )
+
+    def get_msgs(
+        self,
+        stream: str,
+        *,
+        seq: Optional[int] = None,
+        next_by_subject: Optional[str] = None,
+        start_time: Optional[datetime.datetime] = None,
+        batch: int = 100,
+        max_bytes: Optional[int] = None,
+    ) -> List[StoredMsg]:
+        """Up to ``batch`` stored messages in one direct-get request (ADR-31,
+        the stream needs ``allow_direct``): from ``seq`` (default 1) or
+        ``start_time``, only those on ``next_by_subject`` if given, at most
+        ``max_bytes``. An empty list when there are none."""
+        body: Dict[str, Any] = {"batch": _positive("batch", batch)}
+        if seq is not None and start_time is not None:
+            raise errors.InvalidOptionError("get_msgs: seq and start_time are exclusive")
+        if start_time is not None:
+            body["start_time"] = options.rfc3339(_aware("start_time", start_time))
+        else:
+            body["seq"] = 1 if seq is None else _positive("seq", seq)
+        if next_by_subject is not None:
+            body["next_by_subj"] = options.subject(next_by_subject, what="next_by_subject", wildcards=True)
+        if max_bytes is not None:
+            body["max_bytes"] = _positive("max_bytes", max_bytes)
+        return self._direct_batch(stream, body, body["batch"])
+
+    def get_last_msgs(
+        self,
+        stream: str,
+        subjects: List[str],
+        *,
+        up_to_seq: Optional[int] = None,
+        up_to_time: Optional[datetime.datetime] = None,
+        batch: Optional[int] = None,
+    ) -> List[StoredMsg]:
+        """The last message on each of ``subjects`` (wildcards allowed) in one
+        direct-get request (ADR-31 multi-last; the stream needs
+        ``allow_direct``), as of ``up_to_seq`` / ``up_to_time`` if given."""
+        if isinstance(subjects, str) or not isinstance(subjects, (list, tuple)) or not subjects:
+            raise errors.InvalidOptionError(f"subjects must be a non-empty list of subjects, got {subjects!r}")
+        body: Dict[str, Any] = {"multi_last": [options.subject(x, wildcards=True) for x in subjects]}
+        if up_to_seq is not None and up_to_time is not None:
+            raise errors.InvalidOptionError("get_last_msgs: up_to_seq and up_to_time are exclusive")
+        if up_to_seq is not None:
+            body["up_to_seq"] = _positive("up_to_seq", up_to_seq)
+        if up_to_time is not None:
+            body["up_to_time"] = options.rfc3339(_aware("up_to_time", up_to_time))
+        if batch is not None:
+            body["batch"] = _positive("batch", batch)
+        return self._direct_batch(stream, body, batch or 1 << 30)
+
+    def _direct_subject(self, stream: str) -> str:
+        return f"{self._prefix}.DIRECT.GET.{validate_name('stream', stream)}"
+
+    def _direct_batch(self, stream: str, body: Dict[str, Any], limit: int) -> List[StoredMsg]:
+        subject = self._direct_subject(stream)
+        t = self._timeout
+        return self._conn.run(_direct.get_batch(self._conn, subject, body, t, limit), t + 1.0)
 
     def delete_msg(self, stream: str, seq: int, erase: bool = False) -> None:
         """Delete one message of ``stream``; raises MsgNotFoundError if it is not there."""
@@ -546,6 +675,8 @@ class JetStream:
         expected_last_seq: Optional[int] = None,
         expected_last_subject_seq: Optional[int] = None,
         expected_last_msg_id: Optional[str] = None,
+        expected_last_subject_seq_subject: Optional[str] = None,
+        msg_ttl: Optional[float] = None,
         timeout: Optional[float] = None,
     ) -> PubAck:
         """Publish to a stream and wait for its acknowledgement.
@@ -553,15 +684,19 @@ class JetStream:
         ``msg_id`` sets ``Nats-Msg-Id`` (a repeat within the stream's duplicate
         window returns a PubAck with ``duplicate=True``); the ``expected_*``
         arguments set the ``Nats-Expected-*`` headers, and a mismatch raises
-        APIError. A "no responders" reply is retried twice (ADR-22).
+        APIError (``expected_last_subject_seq_subject`` checks the last
+        sequence of another subject, wildcards allowed). ``msg_ttl`` (seconds,
+        at least 1; the stream needs ``allow_msg_ttl``) removes the message
+        after that long (ADR-43). A "no responders" reply is retried twice (ADR-22).
         """
         conn = self._conn
         conn.check()
         conn.loop_thread.check_usable()  # a blocking call: never on the loop thread
         t = self._timeout if timeout is None else options.duration("timeout", timeout)
         hdrs = publish_headers(
-            headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id
-        )
+            headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id,
+            expected_last_subject_seq_subject, msg_ttl,
+        )  # fmt: skip
         payload = as_bytes(data)
         hdr = check_publish(conn, subject, payload, hdrs)
         # The same wire path as publish_async (no task per call).
@@ -578,6 +713,8 @@ class JetStream:
         expected_last_seq: Optional[int] = None,
         expected_last_subject_seq: Optional[int] = None,
         expected_last_msg_id: Optional[str] = None,
+        expected_last_subject_seq_subject: Optional[str] = None,
+        msg_ttl: Optional[float] = None,
         timeout: Optional[float] = None,
     ) -> "concurrent.futures.Future[PubAck]":
         """Publish without waiting; the Future resolves to the PubAck.
@@ -591,11 +728,77 @@ class JetStream:
         conn.check()
         t = self._timeout if timeout is None else options.duration("timeout", timeout)
         hdrs = publish_headers(
-            headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id
-        )
+            headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id,
+            expected_last_subject_seq_subject, msg_ttl,
+        )  # fmt: skip
         payload = as_bytes(data)
         hdr = check_publish(conn, subject, payload, hdrs)
         return conn.publisher().publish(subject, payload, hdrs, hdr, t)
+
+    def publish_batch(self, messages: Iterable[BatchItem], *, timeout: Optional[float] = None) -> PubAck:
+        """Atomic batch publish (ADR-50; the stream needs ``allow_atomic``,
+        server 2.12+): every message is stored, or none.
+
+        ``messages`` are ``(subject, data)`` or ``(subject, data, headers)``
+        tuples, 1 to 1000 of them (the server's limit), all checked before
+        anything is sent. Returns the PubAck of the commit (``batch_id``,
+        ``batch_size``); a refused batch raises APIError.
+        """
+        conn = self._conn
+        conn.check()
+        conn.loop_thread.check_usable()
+        t = self._timeout if timeout is None else options.duration("timeout", timeout)
+        items = list(messages) if not isinstance(messages, (str, bytes)) else None
+        if not items or len(items) > MAX_BATCH:
+            raise errors.InvalidOptionError(f"publish_batch takes 1 to {MAX_BATCH} (subject, data[, headers]) tuples")
+        batch_id = self._nuid.next().decode()
+        prepared = []
+        for seq, item in enumerate(items, 1):
+            if not isinstance(item, tuple) or len(item) not in (2, 3):
+                raise errors.InvalidOptionError(f"batch item {seq} must be (subject, data) or (subject, data, headers)")
+            subject, data = item[0], item[1]
+            extra = item[2] if len(item) == 3 else None
+            if extra is not None and not isinstance(extra, Mapping):
+                raise errors.InvalidOptionError(f"headers of batch item {seq} must be a mapping, got {extra!r}")
+            hdrs = dict(extra or {})
+            hdrs.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(seq)})
+            if seq == len(items):
+                hdrs["Nats-Batch-Commit"] = "1"
+            payload = as_bytes(data)
+            check_publish(conn, subject, payload, hdrs)
+            prepared.append((subject, payload, hdrs))
+        resp = conn.run(self._apublish_batch(prepared, t), t + 1.0)
+        return PubAck.from_response(resp)
+
+    async def _apublish_batch(self, prepared: List[Tuple[str, bytes, Dict[str, str]]], timeout: float) -> Dict[str, Any]:
+        conn = self._conn
+        for subject, payload, hdrs in prepared[:-1]:
+            await conn.apublish(subject, payload, headers=hdrs)
+        subject, payload, hdrs = prepared[-1]
+        msg = await conn.request(subject, payload, timeout, headers=hdrs)
+        resp = json.loads(msg.data)
+        if resp.get("error"):
+            raise errors.APIError.from_error(resp["error"])
+        return resp  # type: ignore[no-any-return]
+
+    def counter_add(self, subject: str, delta: int = 1, *, timeout: Optional[float] = None) -> int:
+        """Add ``delta`` (any size, may be negative) to the counter on
+        ``subject`` and return its new value (ADR-49; the stream needs
+        ``allow_msg_counter``, server 2.12+)."""
+        if isinstance(delta, bool) or not isinstance(delta, int):
+            raise errors.InvalidOptionError(f"delta must be an integer, got {delta!r}")
+        ack = self.publish(subject, b"", headers={"Nats-Incr": f"{delta:+d}"}, timeout=timeout)
+        if ack.val is None:
+            raise errors.JetStreamError(f"stream {ack.stream!r} did not answer with a counter value")
+        return int(ack.val)
+
+    def counter_get(self, stream: str, subject: str) -> int:
+        """The value of the counter on ``subject`` (MsgNotFoundError if it has none)."""
+        msg = self.get_msg(stream, last_by_subject=subject)
+        try:
+            return int(json.loads(msg.data)["val"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise errors.JetStreamError(f"the last message on {subject!r} is not a counter value") from exc
 
     def set_publish_async_max_pending(self, max_pending: int) -> None:
         """Size of the publish_async window, shared by every JetStream
@@ -622,6 +825,12 @@ def _positive(name: str, value: Any, allow_zero: bool = False) -> int:
         raise errors.InvalidOptionError(f"{name} must be an integer >= {0 if allow_zero else 1}, got {value!r}")
     return value
 
+
+
+def _aware(name: str, value: Any) -> datetime.datetime:
+    if not isinstance(value, datetime.datetime) or value.tzinfo is None:
+        raise errors.InvalidOptionError(f"{name} must be an aware datetime, got {value!r}")
+    return value
 
 
 def _means_missing(description: str) -> bool:

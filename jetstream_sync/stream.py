@@ -29,8 +29,9 @@ class Stream:
     def cached_info(self) -> StreamInfo:
         return self._info
 
-    def info(self) -> StreamInfo:
-        self._info = self._js.stream_info(self.name)
+    def info(self, *, subjects_filter: Optional[str] = None, deleted_details: bool = False) -> StreamInfo:
+        """Ask the server again; options as :meth:`JetStream.stream_info`."""
+        self._info = self._js.stream_info(self.name, subjects_filter=subjects_filter, deleted_details=deleted_details)
         return self._info
 
     def purge(self, subject: Optional[str] = None, seq: Optional[int] = None, keep: Optional[int] = None) -> int:
@@ -38,10 +39,26 @@ class Stream:
         but the newest ``keep``). Returns how many were purged."""
         return self._js.purge_stream(self.name, subject, seq, keep)
 
-    def get_msg(self, seq: Optional[int] = None, last_by_subject: Optional[str] = None) -> StoredMsg:
-        """Read one stored message by sequence or as the last on a subject;
-        raises MsgNotFoundError."""
-        return self._js.get_msg(self.name, seq, last_by_subject)
+    def get_msg(
+        self,
+        seq: Optional[int] = None,
+        last_by_subject: Optional[str] = None,
+        *,
+        next_by_subject: Optional[str] = None,
+        direct: bool = False,
+    ) -> StoredMsg:
+        """Read one stored message by sequence, as the last on a subject, or
+        the next on a subject from ``seq``; ``direct=True`` uses direct get.
+        Raises MsgNotFoundError. See :meth:`JetStream.get_msg`."""
+        return self._js.get_msg(self.name, seq, last_by_subject, next_by_subject=next_by_subject, direct=direct)
+
+    def get_msgs(self, **options: Any) -> List[StoredMsg]:
+        """A batch of stored messages by direct get; see :meth:`JetStream.get_msgs`."""
+        return self._js.get_msgs(self.name, **options)
+
+    def get_last_msgs(self, subjects: List[str], **options: Any) -> List[StoredMsg]:
+        """The last message on each subject by direct get; see :meth:`JetStream.get_last_msgs`."""
+        return self._js.get_last_msgs(self.name, subjects, **options)
 
     def delete_msg(self, seq: int, erase: bool = False) -> None:
         """Delete one message; ``erase=True`` overwrites its bytes on disk."""

@@ -95,13 +95,17 @@ def test_a_dropped_message_is_noticed_and_never_skipped(js, stream, subj, monkey
     engine recreate the consumer from the last one it handed out."""
     fill(js, subj, 100)
     real = _ordered.OrderedPullEngine.on_msgs
-    dropped = []
+    dropped, seen = [], []
 
     def lossy(self, msgs):
-        if not dropped and len(msgs) > 3:
-            dropped.append(msgs[2].metadata.sequence.stream)
-            msgs = msgs[:2] + msgs[3:]
-        real(self, msgs)
+        kept = []
+        for msg in msgs:  # the 3rd message to arrive is lost (one read or one message per call)
+            seen.append(msg)
+            if len(seen) == 3:
+                dropped.append(msg.metadata.sequence.stream)
+            else:
+                kept.append(msg)
+        real(self, kept)
 
     monkeypatch.setattr(_ordered.OrderedPullEngine, "on_msgs", lossy)
     oc = stream.ordered_consumer()
