@@ -24,7 +24,8 @@ import threading
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from . import errors
-from ._pull import FetchEngine, PullEngine, PullTarget, Receiver
+from ._pull import FetchEngine, PullEngine, PullTarget
+from ._receiver import Receiver
 from .message import Msg, ack_sequences, reply_bytes
 from .models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from .options import ConsumeOptions, FetchOptions, StatusKind, classify_status

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from . import errors
-from ._pull import ConsumerTarget, PullStats, Receiver, _Continuous, monotonic
+from ._engine import ConsumerTarget, ContinuousEngine, monotonic
+from ._receiver import PullStats, Receiver
 from .message import WireMsg, consumer_sequence, reply_bytes
 from .options import PushOptions, Watchdog, status_error
 
@@ -72,7 +73,7 @@ class _FlowControl:
         self.reply = reply
 
 
-class PushEngine(_Continuous):
+class PushEngine(ContinuousEngine):
     """Delivery for one push MessagesContext / ConsumeContext. Loop thread
     only, except where a method says "user side"."""
 

@@ -8,7 +8,8 @@ import functools
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Union
 
 from . import errors, options
-from ._pull import FetchEngine, PinId, PullTarget
+from ._engine import PinId
+from ._pull import FetchEngine, PullTarget
 from .contexts import ConsumeContext, FetchResult, MessagesContext
 from .message import Msg
 from .models import AckPolicy, ConsumerInfo, ConsumerPauseResponse, ConsumerResetResponse

@@ -10,7 +10,8 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Type
 
 from . import errors, options
-from ._pull import Exhausted, FetchEngine, PullEngine, PullStats, PullTarget, Receiver
+from ._pull import FetchEngine, PullEngine, PullTarget
+from ._receiver import Exhausted, PullStats, Receiver
 from .message import Msg
 from .options import FetchOptions
 

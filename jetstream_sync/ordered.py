@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
 
 from . import errors, options
 from ._ordered import OrderedFetchEngine, OrderedPullEngine, OrderedReceiver, OrderedState, start_time
-from ._pull import Receiver
+from ._receiver import Receiver
 from .contexts import ConsumeContext, FetchResult, MessagesContext
 from .message import Msg
 from .models import ConsumerConfig, ConsumerInfo, DeliverPolicy, ReplayPolicy

@@ -8,11 +8,10 @@ from typing import Any, List, Tuple
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync._pull import Receiver
 from jetstream_sync._push import PushEngine, PushTarget, _FlowControl
+from jetstream_sync._receiver import Receiver
 from jetstream_sync.message import WireMsg, consumer_sequence
 from jetstream_sync.options import PushOptions, push_options
-
 
 # -- options ---------------------------------------------------------------------
 
