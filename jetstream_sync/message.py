@@ -291,3 +291,14 @@ class WireMsg(Msg):
         self._headers = None
         self._acked = False
         self._meta = None
+
+
+def status_line(msg: Msg) -> Optional[Tuple[int, str]]:
+    """(code, description) of a status reply such as ``NATS/1.0 404 Message
+    Not Found`` (a direct get's miss); None for an ordinary message."""
+    raw = msg._hdr_raw
+    if not raw or not raw.startswith(b"NATS/1.0 "):
+        return None
+    end = raw.find(b"\r\n")
+    code, _, desc = raw[9 : end if end >= 0 else None].partition(b" ")
+    return (int(code), desc.decode(errors="replace").strip()) if code.isdigit() else None
