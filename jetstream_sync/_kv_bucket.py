@@ -119,7 +119,8 @@ def _create(js: "JetStream", cfg: KeyValueConfig, scfg: StreamConfig) -> "KeyVal
 
 def _only_repairs_differ(existing: StreamConfig, wanted: StreamConfig) -> bool:
     have, want = existing.as_dict(), wanted.as_dict()
-    return all(have.get(k) == v for k, v in want.items() if k not in ("discard", "allow_direct"))
+    # The server leaves out false and zero values the request spelled out.
+    return all((have.get(k) or None) == (v or None) for k, v in want.items() if k not in ("discard", "allow_direct"))
 
 
 def _require_api_level(js: "JetStream", level: int, what: str) -> None:

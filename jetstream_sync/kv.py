@@ -353,14 +353,16 @@ class KeyValue:
 
     def keys(self, filters: Union[str, Sequence[str], None] = None) -> List[str]:
         """The keys that have a value now (sorted; [] when none), optionally
-        only those matching ``filters`` (key patterns, as :meth:`watch`)."""
+        only those matching ``filters`` (key patterns, as :meth:`watch`). A
+        key rewritten while the listing runs may be left out (the server
+        skips values superseded meanwhile)."""
         found = {e.key for e in self._initial(filters or ">", ignore_deletes=True, meta_only=True)}
         return sorted(found)
 
     def history(self, key: str) -> List[KeyValueEntry]:
-        """Every kept entry of ``key`` (or of the keys matching a pattern),
-        oldest first, markers included; KeyNotFoundError when there is none."""
-        entries = self._initial(key, include_history=True)
+        """Every kept entry of ``key``, oldest first, markers included;
+        KeyNotFoundError when there is none."""
+        entries = self._initial(options.kv_key(key), include_history=True)
         if not entries:
             raise errors.KeyNotFoundError(f"no history for key {key!r} in bucket {self.bucket!r}")
         return entries
@@ -426,10 +428,8 @@ class KeyWatcher:
         self._ctx = ctx
         self._ignore_deletes = ignore_deletes
         self._lock = threading.Lock()  # the marker bookkeeping below, shared by readers
-        self._initial_left = pending  # None: the marker was sent (or is never sent)
-        self._marker_due = pending == 0
-        if pending == 0:
-            self._initial_left = None
+        self._in_initial = bool(pending)  # initial entries still to come
+        self._marker_due = pending == 0  # none to come: the marker first
 
     def __repr__(self) -> str:
         return f"<KeyWatcher {self.bucket!r}>"
@@ -462,13 +462,14 @@ class KeyWatcher:
             return due
 
     def _count(self, msg: Msg) -> None:
-        """Count an initial entry; after the last one the marker is due."""
+        """The first entry with nothing pending after it ends the initial ones
+        (ADR-8). Not a count of the consumer's initial pending: writes made
+        meanwhile are delivered too and would end the count early."""
+        if not self._in_initial or msg.metadata.num_pending:
+            return  # read without the lock: it only ever turns False
         with self._lock:
-            if self._initial_left is None:
-                return
-            self._initial_left -= 1
-            if self._initial_left <= 0 or msg.metadata.num_pending == 0:
-                self._initial_left = None
+            if self._in_initial:
+                self._in_initial = False
                 self._marker_due = True
 
     def _entry(self, msg: Msg) -> Optional[KeyValueEntry]:
