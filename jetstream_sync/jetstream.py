@@ -643,6 +643,7 @@ class JetStream:
     def create_or_update_key_value(
         self, bucket: Union[str, "KeyValueConfig", None] = None, config: Optional["KeyValueConfig"] = None, **fields: Any
     ) -> "KeyValue":
+        """Update a bucket, or create it when there is none (fields as :meth:`create_key_value`)."""
         from . import _kv_bucket as kv
 
         return kv.upsert_bucket(self, bucket, config, fields, "")
