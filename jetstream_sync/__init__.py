@@ -67,6 +67,20 @@ from .push import PushConsumer
 from .stream import Stream
 from .subscribe import PullSubscription, PushSubscription
 
+from .errors import (
+    BadBucketError,
+    BucketExistsError,
+    BucketNotFoundError,
+    InvalidBucketNameError,
+    InvalidKeyError,
+    KeyDeletedError,
+    KeyExistsError,
+    KeyNotFoundError,
+    KeyValueError,
+    KeyWrongLastSequenceError,
+)
+from .kv import KeyValue, KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus, KeyWatcher
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -139,4 +153,20 @@ __all__ = [
     "SubscribeError",
     "SubscriptionClosedError",
     "TimeoutError",
+    "KeyValue",
+    "KeyValueConfig",
+    "KeyValueEntry",
+    "KeyValueOp",
+    "KeyValueStatus",
+    "KeyWatcher",
+    "KeyValueError",
+    "BucketNotFoundError",
+    "BucketExistsError",
+    "BadBucketError",
+    "KeyNotFoundError",
+    "KeyDeletedError",
+    "KeyWrongLastSequenceError",
+    "KeyExistsError",
+    "InvalidBucketNameError",
+    "InvalidKeyError",
 ]

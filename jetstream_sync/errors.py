@@ -39,7 +39,17 @@ builtins keeps working. Errors translated from nats-py keep it as ``__cause__``.
     ├── SubscribeError
     ├── SubscriptionClosedError
     ├── OrderedConsumerError
-    └── OrderedConsumerResetError
+    ├── OrderedConsumerResetError
+    └── KeyValueError
+        ├── BucketNotFoundError      (also StreamNotFoundError)
+        ├── BucketExistsError        (also APIError, 10058)
+        ├── BadBucketError
+        ├── KeyNotFoundError         (also NotFoundError; entry, operation)
+        │   └── KeyDeletedError
+        ├── KeyWrongLastSequenceError (also APIError, 10071)
+        │   └── KeyExistsError
+        ├── InvalidBucketNameError   (also InvalidOptionError)
+        └── InvalidKeyError          (also InvalidOptionError)
 """
 
 from __future__ import annotations
@@ -82,6 +92,16 @@ __all__ = [
     "AuthorizationError",
     "PermissionDeniedError",
     "SlowConsumerError",
+    "KeyValueError",
+    "BucketNotFoundError",
+    "BucketExistsError",
+    "BadBucketError",
+    "KeyNotFoundError",
+    "KeyDeletedError",
+    "KeyWrongLastSequenceError",
+    "KeyExistsError",
+    "InvalidBucketNameError",
+    "InvalidKeyError",
 ]
 
 
@@ -310,3 +330,61 @@ class OrderedConsumerError(JetStreamError):
 class OrderedConsumerResetError(JetStreamError):
     """An ordered consumer could not recreate its server consumer within
     ``max_reset_attempts`` tries (the last failure is the cause)."""
+
+
+# -- key-value (ADR-8) -------------------------------------------------------------
+
+
+class KeyValueError(JetStreamError):
+    """Base class of the key-value errors."""
+
+
+class BucketNotFoundError(KeyValueError, StreamNotFoundError):
+    """The bucket (its ``KV_<bucket>`` stream) does not exist."""
+
+
+class BucketExistsError(KeyValueError, APIError):
+    """``create_key_value`` found the bucket with a different configuration (10058)."""
+
+
+class BadBucketError(KeyValueError):
+    """The ``KV_<bucket>`` stream is not a key-value bucket (no per-key history)."""
+
+
+class KeyNotFoundError(KeyValueError, NotFoundError):
+    """The key has no value: never put, or its last entry is a delete or purge
+    marker (then :class:`KeyDeletedError`). ``entry`` is that marker entry
+    (None when there is none) and ``operation`` its ``KeyValueOp``."""
+
+    def __init__(self, description: str = "key not found", entry: Any = None, operation: Any = None) -> None:
+        super().__init__(404, ErrorCode.MSG_NOT_FOUND, description)
+        self.entry = entry
+        self.operation = operation
+
+    def __str__(self) -> str:
+        return self.description
+
+
+class KeyDeletedError(KeyNotFoundError):
+    """The key's last entry is a delete or purge marker."""
+
+
+class KeyWrongLastSequenceError(KeyValueError, APIError):
+    """The key's latest revision is not the one the write expected
+    (``update(last=)``, ``delete(last=)``, ``purge(last=)``; server 10071)."""
+
+
+class KeyExistsError(KeyWrongLastSequenceError):
+    """``create()`` found a value under the key."""
+
+
+class InvalidBucketNameError(KeyValueError, InvalidOptionError):
+    """A bucket name is not 1+ of ``A-Z a-z 0-9 _ -``; raised before anything is sent."""
+
+
+class InvalidKeyError(KeyValueError, InvalidOptionError):
+    """A key (or key filter) breaks ADR-8's rules; raised before anything is sent."""
+
+
+# Both codes mean "the subject's last sequence is not the expected one".
+WRONG_LAST_SEQUENCE_CODES = (ErrorCode.STREAM_WRONG_LAST_SEQUENCE, 10164)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._connection import Connection
     from .client import Client
     from .consumer import Consumer
+    from .kv import KeyValue, KeyValueConfig, KeyValueStatus
     from .ordered import OrderedConsumer
     from .push import PushConsumer
     from .stream import Stream
@@ -818,6 +819,61 @@ class JetStream:
         if not conn.has_publisher:
             return True
         return conn.publisher().wait_complete(t)
+
+    # -- key-value ------------------------------------------------------------------
+
+    def create_key_value(
+        self, bucket: Union[str, "KeyValueConfig", None] = None, config: Optional["KeyValueConfig"] = None, **fields: Any
+    ) -> "KeyValue":
+        """Create a key-value bucket from a name or :class:`KeyValueConfig`
+        plus its fields as keywords (``history=1``, ``ttl=None`` seconds,
+        ``max_value_size``, ``max_bytes``, ``replicas=1``, ``storage="file"``,
+        ``description``, ``republish``, ``placement``, ``compression=False``,
+        ``limit_marker_ttl=None`` seconds, ``metadata``). Idempotent for the
+        same configuration; BucketExistsError for another one."""
+        from . import _kv_bucket as kv
+
+        return kv.upsert_bucket(self, bucket, config, fields, "create")
+
+    def update_key_value(
+        self, bucket: Union[str, "KeyValueConfig", None] = None, config: Optional["KeyValueConfig"] = None, **fields: Any
+    ) -> "KeyValue":
+        """Replace a bucket's configuration (fields as :meth:`create_key_value`); BucketNotFoundError."""
+        from . import _kv_bucket as kv
+
+        return kv.upsert_bucket(self, bucket, config, fields, "update")
+
+    def create_or_update_key_value(
+        self, bucket: Union[str, "KeyValueConfig", None] = None, config: Optional["KeyValueConfig"] = None, **fields: Any
+    ) -> "KeyValue":
+        """Update a bucket, or create it when there is none (fields as :meth:`create_key_value`)."""
+        from . import _kv_bucket as kv
+
+        return kv.upsert_bucket(self, bucket, config, fields, "")
+
+    def key_value(self, bucket: str) -> "KeyValue":
+        """A handle on an existing bucket; BucketNotFoundError, BadBucketError."""
+        from . import _kv_bucket as kv
+
+        return kv.open_bucket(self, bucket)
+
+    def delete_key_value(self, bucket: str) -> None:
+        """Delete a bucket and all its keys; BucketNotFoundError."""
+        from . import _kv_bucket as kv
+
+        kv.delete_bucket(self, bucket)
+
+    def key_value_names(self) -> List[str]:
+        """Names of all buckets."""
+        from . import _kv_bucket as kv
+
+        return kv.bucket_names(self)
+
+    def key_value_buckets(self) -> List["KeyValueStatus"]:
+        """Status of every bucket."""
+        from . import _kv_bucket as kv
+
+        return kv.bucket_statuses(self)
 
 
 def _positive(name: str, value: Any, allow_zero: bool = False) -> int:

@@ -742,3 +742,70 @@ class Watchdog:
 
     def expired(self) -> bool:
         return bool(self.deadline_after) and time.monotonic() - self.last >= self.deadline_after
+
+
+# Key-value buckets (ADR-8, ADR-48)
+
+KV_MAX_HISTORY = 64
+MAX_REPLICAS = 5
+MIN_MSG_TTL = 1.0  # ADR-43: the server refuses a Nats-TTL or marker TTL below 1 s
+_KV_BUCKET = re.compile(r"[a-zA-Z0-9_-]+")
+_KV_KEY = re.compile(r"[-/_=.a-zA-Z0-9]+")
+_KV_FILTER = re.compile(r"[-/_=.a-zA-Z0-9*>]+")
+
+
+def kv_bucket(value: Any) -> str:
+    """A bucket name: 1+ of A-Z a-z 0-9 _ - (its stream ``KV_<bucket>`` is a valid name)."""
+    if not isinstance(value, str) or not _KV_BUCKET.fullmatch(value):
+        raise errors.InvalidBucketNameError(f"bucket name must be 1+ of A-Z, a-z, 0-9, '_', '-', got {value!r}")
+    if len(value) + 3 > MAX_NAME_LEN:
+        raise errors.InvalidBucketNameError(f"bucket name must be at most {MAX_NAME_LEN - 3} characters, got {len(value)}")
+    return value
+
+
+def kv_key(value: Any, *, wildcards: bool = False) -> str:
+    """A key: '.'-separated non-empty tokens of A-Z a-z 0-9 - / _ = . With
+    ``wildcards`` (watch and keys filters) '*' may be a whole token and '>'
+    the whole last token."""
+    pattern = _KV_FILTER if wildcards else _KV_KEY
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        allowed = "A-Z, a-z, 0-9, '-', '/', '_', '=', '.'" + (" and wildcards" if wildcards else "")
+        raise errors.InvalidKeyError(f"key must be 1+ of {allowed}, got {value!r}")
+    try:
+        subject(value, what="key", wildcards=wildcards)
+    except errors.InvalidOptionError as exc:
+        raise errors.InvalidKeyError(str(exc)) from None
+    return value
+
+
+def kv_history(value: Any) -> int:
+    """Values kept per key: an integer from 1 to 64."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= KV_MAX_HISTORY:
+        raise errors.InvalidOptionError(f"history must be an integer from 1 to {KV_MAX_HISTORY}, got {value!r}")
+    return value
+
+
+def kv_replicas(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_REPLICAS:
+        raise errors.InvalidOptionError(f"replicas must be an integer from 1 to {MAX_REPLICAS}, got {value!r}")
+    return value
+
+
+def optional_size(name: str, value: Any) -> Optional[int]:
+    """None (no limit) or a byte count >= 1."""
+    return None if value is None else _count(name, value)
+
+
+def msg_ttl(name: str, value: Any) -> str:
+    """A ``Nats-TTL`` header value from seconds (>= 1): a Go duration string."""
+    seconds = duration(name, value, minimum=MIN_MSG_TTL)
+    return f"{int(seconds)}s" if seconds.is_integer() else f"{round(seconds * 1000)}ms"
+
+
+def string_map(name: str, value: Any) -> Optional[Dict[str, str]]:
+    """None or a dict of str to str (stream metadata)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise errors.InvalidOptionError(f"{name} must be a mapping of str to str, got {value!r}")
+    return dict(value)

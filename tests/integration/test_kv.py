@@ -1,0 +1,806 @@
+"""Key-value buckets on a real server: the cases of nats.go's kv_test.go and
+nats.py's KVTest / KVLimitMarkerTTLTest, in blocking form, plus a watch
+under load across a server restart."""
+
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+
+import jetstream_sync as jss
+
+from ..helpers import Bounded, wait_blocked, wait_until
+
+RECONNECT = dict(reconnect_time_wait=0.2, max_reconnect_attempts=-1)
+PUT, DEL, PURGE = jss.KeyValueOp.PUT, jss.KeyValueOp.DEL, jss.KeyValueOp.PURGE
+
+
+def expect(w, key, value, revision, op=PUT):
+    e = w.next(timeout=5)
+    assert e is not None, "got the initial-values marker, expected an entry"
+    assert (e.key, e.value, e.revision, e.operation) == (key, value, revision, op)
+    return e
+
+
+def write_and_expect(kv, w, steps):
+    """Each (key, value, revision): put (value None: delete) and see it in the watch."""
+    for key, value, revision in steps:
+        if value is None:
+            kv.delete(key)
+            expect(w, key, b"", revision, DEL)
+        else:
+            kv.put(key, value)
+            expect(w, key, value, revision)
+
+
+def expect_marker(w):
+    assert w.next(timeout=5) is None
+
+
+def expect_nothing(w, wait=0.3):
+    with pytest.raises(jss.TimeoutError):
+        w.next(timeout=wait)
+
+
+# -- basics ------------------------------------------------------------------------
+
+
+def test_basics(js):
+    kv = js.create_key_value("TEST", history=5, ttl=3600, metadata={"foo": "bar"}, limit_marker_ttl=60)
+    assert kv.bucket == "TEST" and kv.stream_name == "KV_TEST"
+    assert kv.put("name", b"derek") == 1
+    with pytest.raises(jss.InvalidKeyError):
+        kv.put(".invalid", b"value")
+    e = kv.get("name")
+    assert (e.key, e.value, e.revision, e.operation, e.bucket) == ("name", b"derek", 1, PUT, "TEST")
+    assert e.created.tzinfo is not None
+    with pytest.raises(jss.InvalidKeyError):
+        kv.get(".invalid")
+
+    kv.delete("name")
+    with pytest.raises(jss.KeyNotFoundError) as err:
+        kv.get("name")
+    assert isinstance(err.value, jss.KeyDeletedError)
+    assert (err.value.entry.key, err.value.entry.revision, err.value.entry.value) == ("name", 2, b"")
+    assert err.value.operation is DEL
+    assert kv.create("name", b"derek") == 3
+    with pytest.raises(jss.KeyWrongLastSequenceError):
+        kv.delete("name", last=4)
+    kv.delete("name", last=3)
+    with pytest.raises(jss.InvalidKeyError):
+        kv.delete(".invalid")
+
+    r = kv.update("name", b"rip", last=4)
+    with pytest.raises(jss.KeyWrongLastSequenceError):
+        kv.update("name", b"ik", last=3)
+    kv.update("name", b"ik", last=r)
+    r = kv.create("age", b"22")
+    kv.update("age", "33", last=r)  # a str value is UTF-8
+
+    status = kv.status()
+    assert (status.bucket, status.history, status.ttl, status.values) == ("TEST", 5, 3600.0, 7)
+    assert status.backing_store == "JetStream"
+    assert status.metadata["foo"] == "bar"
+    assert status.limit_marker_ttl == status.marker_ttl == 60.0
+    assert status.stream_info.config.name == "KV_TEST"
+    assert kv.get("age").value == b"33"
+
+
+def test_nats_py_simple(js):
+    kv = js.create_key_value(bucket="TEST", history=5, ttl=3600)
+    status = kv.status()
+    assert (status.bucket, status.values, status.history, status.ttl) == ("TEST", 0, 5, 3600)
+    assert kv.put("hello", b"world") == 1
+    for i in range(100):
+        kv.put(f"hello.{i}", b"Hello JS KV!")
+    assert kv.status().values == 101
+    kv.delete("hello.1")
+    assert kv.status().values == 102
+    with pytest.raises(jss.KeyNotFoundError) as err:
+        kv.get("hello.1")
+    assert (err.value.entry.key, err.value.entry.revision, err.value.entry.value, err.value.operation) == (
+        "hello.1", 102, b"", "DEL")  # fmt: skip
+    kv.purge("hello.5")
+    with pytest.raises(jss.NotFoundError):  # nats-py's KeyNotFoundError is a NotFoundError too
+        kv.get("hello.5")
+    assert kv.status().values == 102  # the purge marker replaced the value
+    with pytest.raises(jss.InvalidKeyError):
+        kv.purge("hello.*")  # wildcards only in watch/keys filters
+
+    kv = js.key_value("TEST")
+    assert (kv.get("hello").value, kv.get("hello").revision) == (b"world", 1)
+    for i in range(100, 200):
+        kv.put(f"hello.{i}", b"Hello JS KV!")
+    assert kv.status().values == 202
+    e = kv.get("hello.102")
+    assert (e.value, e.revision) == (b"Hello JS KV!", 106)
+
+
+def test_not_a_bucket(js):
+    with pytest.raises(jss.BucketNotFoundError) as err:
+        js.key_value("TEST2")
+    assert isinstance(err.value, jss.StreamNotFoundError)  # code written for streams still catches it
+    js.create_stream(name="KV_TEST3", subjects=["foo"])
+    with pytest.raises(jss.BadBucketError):
+        js.key_value("TEST3")
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_revisions_conditional_writes(js, direct):
+    """nats.py's test_kv_basic / test_kv_direct: direct get and STREAM.MSG.GET alike."""
+    js.create_key_value("TEST", history=5, ttl=3600, description="Basic KV")
+    if not direct:  # an old bucket: no direct get
+        cfg = js.stream_info("KV_TEST").config
+        cfg.allow_direct = False
+        js.update_stream(cfg)
+    kv = js.key_value("TEST")
+    cfg = js.stream_info("KV_TEST").config
+    assert (cfg.description, cfg.subjects, cfg.allow_direct) == ("Basic KV", ["$KV.TEST.>"], direct)
+    assert (cfg.allow_rollup_hdrs, cfg.deny_delete, cfg.deny_purge, cfg.discard) == (True, True, False, "new")
+    assert (cfg.duplicate_window, cfg.max_age, cfg.max_bytes, cfg.max_msg_size) == (120.0, 3600.0, -1, -1)
+    assert (cfg.max_msgs, cfg.max_msgs_per_subject, cfg.max_consumers, cfg.num_replicas) == (-1, 5, -1, 1)
+    assert (cfg.storage, cfg.retention, cfg.mirror, cfg.sources) == ("file", "limits", None, None)
+
+    with pytest.raises(jss.KeyNotFoundError):
+        kv.get("name")
+    assert kv.put("name", b"alice") == 1
+    kv.delete("name")
+    assert kv.create("name", b"bob") == 3
+    with pytest.raises(jss.KeyWrongLastSequenceError):
+        kv.delete("name", last=4)
+    kv.delete("name", last=3)
+    assert kv.update("name", b"hoge", last=4) == 5
+    with pytest.raises(jss.KeyWrongLastSequenceError):
+        kv.update("name", b"hoge", last=3)
+    assert kv.update("name", b"fuga", last=5) == 6
+    assert kv.create("age", b"2038") == 7
+    assert kv.update("age", b"2039", last=7) == 8
+    assert (kv.get("age").value, kv.get("age").revision) == (b"2039", 8)
+    e = kv.get("age", revision=7)
+    assert (e.value, e.revision) == (b"2038", 7)
+    with pytest.raises(jss.KeyNotFoundError, match=r"\$KV.TEST.name"):
+        kv.get("age", revision=6)  # revision 6 is of another key
+    for rev in (5, 4):
+        with pytest.raises(jss.KeyNotFoundError):
+            kv.get("age", revision=rev)
+    assert kv.get("name", revision=3).value == b"bob"
+    with pytest.raises(jss.KeyExistsError, match="wrong last sequence: 8") as err:
+        kv.create("age", b"1")
+    assert err.value.err_code == 10071
+    kv.delete("age", last=8)
+    assert kv.create("age", b"final") == 10
+    with pytest.raises(jss.KeyExistsError, match="wrong last sequence: 10"):
+        kv.create("age", b"1")
+    assert kv.get("age").revision == 10
+
+
+def test_get_revision_of_a_deleted_key(js):
+    kv = js.create_key_value("TEST", history=5)
+    kv.put("key", b"value1")
+    kv.put("key", b"value2")
+    assert kv.get("key", revision=1).value == b"value1"
+    kv.delete("key")
+    with pytest.raises(jss.KeyNotFoundError):
+        kv.get("key", revision=3)
+    with pytest.raises(jss.KeyNotFoundError):
+        kv.get("key", revision=99)
+
+
+def test_update_and_delete_revision_mismatch(js):
+    kv = js.create_key_value("TEST")
+    rev = kv.create("key", b"1")
+    for write in (lambda: kv.update("key", b"2", last=rev + 1), lambda: kv.delete("key", last=rev + 1),
+                  lambda: kv.purge("key", last=rev + 1)):  # fmt: skip
+        with pytest.raises(jss.KeyWrongLastSequenceError) as err:
+            write()
+        assert not isinstance(err.value, jss.KeyExistsError)
+        assert isinstance(err.value, jss.APIError) and err.value.err_code == jss.ErrorCode.STREAM_WRONG_LAST_SEQUENCE
+    kv.delete("key", last=rev)
+
+
+def test_create_conflict(js):
+    kv = js.create_key_value("TEST", description="Test KV", max_value_size=128, history=10, ttl=3600,
+                             max_bytes=1024, storage="file")  # fmt: skip
+    cfg = js.stream_info("KV_TEST").config
+    assert (cfg.max_bytes, cfg.max_msg_size, cfg.max_msgs_per_subject, cfg.max_age) == (1024, 128, 10, 3600.0)
+    kv.create("key", b"1")
+    with pytest.raises(jss.KeyExistsError) as err:
+        kv.create("key", b"1")
+    assert isinstance(err.value, jss.KeyWrongLastSequenceError) and err.value.code == 400
+    assert err.value.description == "key 'key' exists: wrong last sequence: 1"
+
+
+# -- management ----------------------------------------------------------------------
+
+
+def test_create_update_and_delete_buckets(js):
+    with pytest.raises(jss.InvalidBucketNameError):
+        js.create_key_value("TEST.", description="Test KV")
+    with pytest.raises(jss.BucketNotFoundError):
+        js.update_key_value("TEST", description="Test KV")
+    js.create_key_value("TEST", description="Test KV")
+    js.create_key_value("TEST", description="Test KV")  # the same config: idempotent
+    with pytest.raises(jss.BucketExistsError) as err:
+        js.create_key_value("TEST", description="New KV")
+    assert err.value.err_code == jss.ErrorCode.STREAM_NAME_IN_USE
+    js.update_key_value("TEST", description="New KV")
+    assert js.key_value("TEST").status().stream_info.config.description == "New KV"
+    js.create_or_update_key_value(jss.KeyValueConfig(bucket="OTHER", description="x"))
+    js.create_or_update_key_value("OTHER", description="y")
+    assert js.stream_info("KV_OTHER").config.description == "y"
+    with pytest.raises(jss.InvalidOptionError):
+        js.create_key_value("NEW", history=200)
+
+    js.delete_key_value("TEST")
+    with pytest.raises(jss.BucketNotFoundError) as err:
+        js.delete_key_value("TEST")
+    assert isinstance(err.value, jss.StreamNotFoundError)
+    with pytest.raises(jss.BucketNotFoundError):
+        js.key_value("TEST")
+
+
+def test_list_buckets(js):
+    js.create_stream(name="KV_FOO", subjects=["FOO.*"])  # the prefix, not the subjects
+    js.create_stream(name="FOO", subjects=["$KV.ABC.>"])  # the subjects, not the prefix
+    for i in range(5):
+        js.create_key_value(f"KVS_{i}", max_bytes=1024)
+    assert sorted(js.key_value_names()) == [f"KVS_{i}" for i in range(5)]
+    statuses = js.key_value_buckets()
+    assert sorted(s.bucket for s in statuses) == [f"KVS_{i}" for i in range(5)]
+    assert all(s.config.max_bytes == 1024 for s in statuses)
+
+
+def test_duplicate_window_follows_ttl(js):
+    for ttl, window in ((None, 120.0), (3600, 120.0), (5, 5.0)):
+        js.create_key_value("TEST", history=5, ttl=ttl)
+        assert js.stream_info("KV_TEST").config.duplicate_window == window
+        js.delete_key_value("TEST")
+
+
+def test_repairs_a_bucket_of_an_older_client(js):
+    js.create_key_value("A")
+    cfg = js.stream_info("KV_A").config
+    cfg.discard, cfg.allow_direct = "old", False
+    js.update_stream(cfg)
+    js.create_key_value("A")
+    cfg = js.stream_info("KV_A").config
+    assert (cfg.discard, cfg.allow_direct) == ("new", True)
+    with pytest.raises(jss.BucketExistsError):
+        js.create_key_value("A", description="New KV")
+
+
+def test_compression_and_config_round_trip(js):
+    assert js.create_key_value("A", compression=True).status().is_compressed
+    assert js.stream_info("KV_A").config.compression == "s2"
+    original = jss.KeyValueConfig(bucket="CONFIG_TEST", description="config", max_value_size=1024, history=10,
+                                  ttl=7200, max_bytes=1024 * 1024, storage="file", replicas=1,
+                                  metadata={"key": "value"})  # fmt: skip
+    kv = js.create_key_value(original)
+    status = kv.status()
+    assert status.bytes == 0 and not status.is_compressed
+    got = status.config
+    for name in ("bucket", "description", "max_value_size", "history", "ttl", "max_bytes", "replicas", "limit_marker_ttl"):
+        assert getattr(got, name) == getattr(original, name), name
+    assert got.storage == "file" and got.metadata["key"] == "value"
+    kv.put("key", b"value")
+    assert kv.status().bytes > 0
+    js.update_key_value(got)  # what status() reports is a valid config
+
+
+def test_republish(js, nc):
+    js.create_key_value("TEST_UPDATE")
+    with pytest.raises(jss.BucketExistsError):  # republish cannot be added by create
+        js.create_key_value("TEST_UPDATE", republish=jss.models.RePublish(src=">", dest="bar.>"))
+    kv = js.create_key_value("TEST", republish={"src": ">", "dest": "bar.>"})
+    assert js.stream_info("KV_TEST").config.republish.dest == "bar.>"
+    sub = nc.subscribe("bar.>")
+    nc.flush()
+    kv.put("foo", b"value")
+    msg = sub.next_msg(timeout=5)
+    assert msg.data == b"value" and msg.headers["Nats-Subject"] == "$KV.TEST.foo"
+    assert "Nats-Msg-Size" not in msg.headers
+
+    kv = js.create_key_value("HDRS", republish=jss.models.RePublish(src=">", dest="quux.>", headers_only=True))
+    sub = nc.subscribe("quux.>")
+    nc.flush()
+    kv.put("hello.world", b"Hello World!")
+    msg = sub.next_msg(timeout=5)
+    assert msg.data == b""
+    assert (msg.headers["Nats-Sequence"], msg.headers["Nats-Msg-Size"], msg.headers["Nats-Stream"]) == (
+        "1", "12", "KV_HDRS")  # fmt: skip
+
+
+# -- watch -----------------------------------------------------------------------------
+
+
+def test_watch_default(js):
+    kv = js.create_key_value("WATCH")
+    with kv.watch_all() as w:
+        expect_marker(w)  # no values: the marker comes at once
+        kv.create("name", b"derek")
+        assert expect(w, "name", b"derek", 1).delta == 0
+        write_and_expect(kv, w, [("name", b"rip", 2), ("name", b"ik", 3), ("age", b"22", 4), ("age", b"33", 5),
+                                 ("age", None, 6)])  # fmt: skip
+        expect_nothing(w)
+
+    for key, value in (("t.name", b"rip"), ("t.name", b"ik"), ("t.age", b"22"), ("t.age", b"44")):
+        kv.put(key, value)
+    with kv.watch("t.*") as w:  # only the latest value of each matching key
+        assert expect(w, "t.name", b"ik", 8).delta == 1
+        assert expect(w, "t.age", b"44", 10).delta == 0
+        expect_marker(w)
+        expect_nothing(w)
+        kv.put("t.hello", b"hello world")
+        expect(w, "t.hello", b"hello world", 11)
+
+    with kv.watch(["t.name", "name"]) as w:  # several filters
+        expect(w, "name", b"ik", 3)
+        expect(w, "t.name", b"ik", 8)
+        expect_marker(w)
+        kv.purge("name")
+        expect(w, "name", b"", 12, PURGE)
+
+
+def test_watch_nats_py_wildcard_deltas(js):
+    kv = js.create_key_value("WATCH")
+    kv.create("new", b"hello world")
+    for key, value in (("t.name", b"a"), ("t.name", b"b"), ("t.age", b"c"), ("t.age", b"d"), ("t.a", b"a"), ("t.b", b"b")):
+        kv.put(key, value)
+    with kv.watch("t.*") as w:
+        got = [w.next(timeout=5) for _ in range(4)]
+        assert [(e.key, e.revision, e.delta) for e in got] == [("t.name", 3, 3), ("t.age", 5, 2), ("t.a", 6, 1), ("t.b", 7, 0)]
+        expect_marker(w)
+
+
+def test_watch_with_history(js):
+    kv = js.create_key_value("WATCH", history=64)
+    kv.create("name", b"derek")
+    kv.put("name", b"rip")
+    kv.put("name", b"ik")
+    kv.put("age", b"22")
+    kv.put("age", b"33")
+    kv.delete("age")
+    with pytest.raises(jss.InvalidOptionError):
+        kv.watch_all(include_history=True, updates_only=True)
+    with kv.watch_all(include_history=True) as w:
+        for key, value, rev in (("name", b"derek", 1), ("name", b"rip", 2), ("name", b"ik", 3), ("age", b"22", 4), ("age", b"33", 5)):
+            expect(w, key, value, rev)
+        expect(w, "age", b"", 6, DEL)
+        expect_marker(w)
+        kv.put("name", b"pp")
+        expect(w, "name", b"pp", 7)
+
+
+def test_watch_updates_only(js):
+    kv = js.create_key_value("WATCH", history=64)
+    kv.create("name", b"derek")
+    kv.put("name", b"rip")
+    kv.put("age", b"22")
+    with kv.watch_all(updates_only=True) as w:
+        expect_nothing(w)  # no current values and no marker
+        write_and_expect(kv, w, [("name", b"pp", 4), ("age", b"44", 5), ("age", None, 6)])
+
+
+def test_watch_resume_from_revision(js):
+    kv = js.create_key_value("WATCH")
+    kv.create("name", b"derek")
+    kv.put("name", b"rip")
+    kv.put("age", b"22")
+    with kv.watch_all(resume_from_revision=2) as w:
+        expect(w, "name", b"rip", 2)
+        expect(w, "age", b"22", 3)
+        expect_marker(w)
+
+
+def test_watch_options(js):
+    kv = js.create_key_value("WATCH", history=5)
+    kv.put("a", b"1")
+    kv.put("b", b"2")
+    kv.delete("a")
+    with kv.watch_all(ignore_deletes=True, meta_only=True) as w:
+        e = w.next(timeout=5)
+        assert (e.key, e.value, e.revision) == ("b", b"", 2)  # meta only: no value
+        expect_marker(w)  # the delete of "a" was last: skipped, the marker follows
+    for bad in ("", "a.>.b", "foo.", "foo..bar", "a..b.c", [], ["ok", "bad."]):
+        with pytest.raises(jss.InvalidKeyError):
+            kv.watch(bad)
+
+
+def test_watch_stop_ends_every_blocked_reader(js):
+    kv = js.create_key_value("WATCH")
+    w = kv.watch_all()
+    expect_marker(w)
+    readers = [Bounded(lambda: list(w), name=f"reader-{i}") for i in range(3)]
+    for r in readers:
+        wait_blocked(r.thread)
+    Bounded(w.stop).join(10)
+    for r in readers:
+        assert r.join(10).finished and r.error is None and r.result == []
+    assert w.closed
+    with pytest.raises(jss.ConsumerStoppedError):
+        w.next(timeout=1)
+    w.stop()  # idempotent
+
+
+def test_watch_shared_by_threads_hands_each_entry_once(js):
+    kv = js.create_key_value("WATCH")
+    n = 300
+    seen = []
+    lock = threading.Lock()
+    with kv.watch_all(updates_only=True) as w:
+
+        def read():
+            for e in w:
+                with lock:
+                    seen.append(e.revision)
+
+        readers = [threading.Thread(target=read, daemon=True) for _ in range(3)]
+        for t in readers:
+            t.start()
+        for i in range(n):
+            kv.put(f"k{i % 7}", b"v")
+        wait_until(lambda: len(seen) >= n, timeout=20)
+    for t in readers:
+        t.join(10)
+    assert sorted(seen) == list(range(1, n + 1))
+
+
+# -- history, keys, delete/purge -----------------------------------------------------
+
+
+def test_history(js):
+    kv = js.create_key_value("LIST", history=10)
+    for i in range(50):
+        kv.put("age", str(i + 22))
+    entries = kv.history("age")
+    assert [e.revision for e in entries] == list(range(41, 51))
+    assert [int(e.value) for e in entries] == list(range(62, 72))
+    assert {e.key for e in entries} == {"age"}
+    with pytest.raises(jss.KeyNotFoundError):
+        kv.history("nothing")
+
+
+def test_keys(js):
+    kv = js.create_key_value("KVS", history=2)
+    assert kv.keys() == []
+    for key, value in (("name", "derek"), ("age", "22"), ("country", "US"), ("name", "ivan"), ("age", "33"),
+                       ("country", "US"), ("name", "rip"), ("age", "44"), ("country", "MT")):  # fmt: skip
+        kv.put(key, value)
+    assert kv.keys() == ["age", "country", "name"]
+    kv.delete("name")
+    kv.purge("country")
+    assert kv.keys() == ["age"]
+    kv.purge("age")
+    assert kv.keys() == []
+    kv.create("c", b"3")
+    assert kv.keys() == ["c"]
+
+
+def test_keys_with_filters(js):
+    kv = js.create_key_value("KVS", history=2)
+    for key in ("apple", "banana", "carrot", "greeting", "hello", "fruit.kiwi", "fruit.fig"):
+        kv.put(key, b"x")
+    assert kv.keys(filters=["apple"]) == ["apple"]
+    assert kv.keys(["hello", "greeting"]) == ["greeting", "hello"]
+    assert kv.keys("fruit.*") == ["fruit.fig", "fruit.kiwi"]
+    kv.delete("apple")
+    assert kv.keys(["apple"]) == []
+    with pytest.raises(jss.InvalidKeyError):
+        kv.keys(["gr*"])
+
+
+def test_keys_are_unique_under_concurrent_updates(js):
+    kv = js.create_key_value("TEST_KV", history=5)
+    for i in range(10):
+        kv.put(f"key_{i}", b"initial")
+    stop = threading.Event()
+
+    def update():
+        while not stop.is_set():
+            for i in range(5):
+                kv.put(f"key_{i}", b"updated")
+
+    t = threading.Thread(target=update, daemon=True)
+    t.start()
+    try:
+        for _ in range(10):
+            keys = kv.keys()
+            # A key rewritten during the listing may be skipped: the server passes
+            # over superseded values, and the new one may come after the marker.
+            assert len(keys) == len(set(keys))
+            assert set(keys) >= {f"key_{i}" for i in range(5, 10)}
+            assert set(keys) <= {f"key_{i}" for i in range(10)}
+    finally:
+        stop.set()
+        t.join(10)
+
+
+def test_delete_versus_purge(js):
+    kv = js.create_key_value("KVS", history=10)
+    for key, value in (("name", "derek"), ("age", "22"), ("name", "ivan"), ("age", "33"), ("name", "rip"), ("age", "44")):
+        kv.put(key, value)
+    kv.delete("age")
+    assert len(kv.history("age")) == 4  # three values and the marker
+    with pytest.raises(jss.KeyWrongLastSequenceError):
+        kv.purge("name", last=4)
+    kv.purge("name", last=5)
+    with pytest.raises(jss.KeyNotFoundError):
+        kv.get("name")
+    entries = kv.history("name")
+    assert [e.operation for e in entries] == [PURGE]
+
+
+def test_purge_deletes_removes_tombstones(js):
+    kv = js.create_key_value("KVS", history=10)
+    for i in range(1, 101):
+        kv.put(f"key-{i}", "ABC" * 33)
+    for i in range(1, 101):
+        kv.delete(f"key-{i}")
+    kv.put("key-last", b"101")
+    assert kv.purge_deletes(older_than=-1) == 100
+    assert js.stream_info("KV_KVS").state.messages == 1
+    assert kv.purge_deletes() == 0
+
+
+def test_purge_deletes_keeps_young_markers(js):
+    kv = js.create_key_value("KVS2", history=10)
+    kv.put("foo", b"a")
+    kv.put("bar", b"a")
+    kv.put("bar", b"b")
+    kv.put("foo", b"b")
+    kv.delete("foo")
+    old = kv.history("foo")[-1].created
+    # The marker of foo must be older than the threshold before bar's is placed.
+    wait_until(lambda: datetime.datetime.now(datetime.timezone.utc) - old > datetime.timedelta(seconds=0.3), timeout=5)
+    kv.delete("bar")
+    assert js.stream_info("KV_KVS2").state.messages == 6
+    kv.purge_deletes(older_than=0.3)
+    assert js.stream_info("KV_KVS2").state.messages == 1
+    with pytest.raises(jss.KeyNotFoundError):
+        kv.history("foo")
+    [entry] = kv.history("bar")
+    assert (entry.key, entry.revision, entry.operation) == ("bar", 6, DEL)
+
+
+# -- TTLs and limit markers (ADR-48) ---------------------------------------------------
+
+
+def test_limit_marker_ttl_in_config_and_status(js):
+    kv = js.create_key_value("TEST_MARKER", limit_marker_ttl=60.0)
+    cfg = js.stream_info("KV_TEST_MARKER").config
+    assert (cfg.subject_delete_marker_ttl, cfg.allow_msg_ttl) == (60.0, True)
+    assert kv.status().limit_marker_ttl == 60.0
+    assert js.create_key_value("TEST_NO_MARKER").status().limit_marker_ttl is None
+
+
+def test_bucket_ttl_marker_reaches_an_updates_watch(js):
+    kv = js.create_key_value("TEST", history=5, ttl=0.1, limit_marker_ttl=1)
+    kv.put("name", b"pp")
+    with kv.watch_all(updates_only=True) as w:
+        e = w.next(timeout=10)  # the server's MaxAge marker
+        assert (e.key, e.operation) == ("name", PURGE)
+    with pytest.raises(jss.KeyNotFoundError):
+        kv.get("name")
+
+
+def test_create_with_ttl(js):
+    kv = js.create_key_value("KVS", limit_marker_ttl=1)
+    with kv.watch_all(updates_only=True) as w:
+        assert kv.create("age", b"22", ttl=1) == 1
+        assert kv.get("age").value == b"22"
+        expect(w, "age", b"22", 1)
+        e = w.next(timeout=10)  # the value expired: the server's marker
+        assert (e.key, e.operation) == ("age", PURGE)
+    with pytest.raises(jss.KeyNotFoundError):
+        kv.get("age")
+    marker = js.get_msg("KV_KVS", last_by_subject="$KV.KVS.age")
+    assert (marker.headers["Nats-Marker-Reason"], marker.headers["Nats-TTL"]) == ("MaxAge", "1s")
+    # The marker expires in turn.
+    wait_until(lambda: _gone(js, "KV_KVS", "$KV.KVS.age"), timeout=10, interval=0.1)
+
+
+def test_purge_with_ttl(js):
+    kv = js.create_key_value("KVS", history=10, limit_marker_ttl=1)
+    kv.put("name", b"alice")
+    with kv.watch_all(updates_only=True) as w:
+        kv.purge("name", ttl=1.5)
+        expect(w, "name", b"", 2, PURGE)
+    with pytest.raises(jss.KeyNotFoundError):
+        kv.get("name")
+    marker = js.get_msg("KV_KVS", last_by_subject="$KV.KVS.name")
+    assert marker.headers["Nats-TTL"] == "1500ms" and marker.headers["KV-Operation"] == "PURGE"
+    wait_until(lambda: _gone(js, "KV_KVS", "$KV.KVS.name"), timeout=10, interval=0.1)
+    assert kv.status().values == 0
+
+
+def test_ttl_needs_a_bucket_with_message_ttls(js):
+    kv = js.create_key_value("PLAIN")
+    with pytest.raises(jss.APIError) as err:
+        kv.create("k", b"v", ttl=5)
+    assert err.value.err_code == 10166  # per-message TTL is disabled
+
+
+def _gone(js, stream, subject):
+    try:
+        js.get_msg(stream, last_by_subject=subject)
+    except jss.MsgNotFoundError:
+        return True
+    return False
+
+
+# -- validation: nothing is sent for bad input ---------------------------------------------
+
+
+BAD_BUCKET_OPTIONS = [
+    ({"bucket": ""}, jss.InvalidBucketNameError),
+    ({"bucket": "a.b"}, jss.InvalidBucketNameError),
+    ({"bucket": "x!"}, jss.InvalidBucketNameError),
+    ({"bucket": " x y"}, jss.InvalidBucketNameError),
+    ({"bucket": "*"}, jss.InvalidBucketNameError),
+    ({"bucket": ">"}, jss.InvalidBucketNameError),
+    ({"bucket": 5}, jss.InvalidBucketNameError),
+    ({"bucket": "B" * 253}, jss.InvalidBucketNameError),
+    ({"history": 0}, jss.InvalidOptionError),
+    ({"history": 65}, jss.InvalidOptionError),
+    ({"history": "5"}, jss.InvalidOptionError),
+    ({"history": True}, jss.InvalidOptionError),
+    ({"ttl": -1}, jss.InvalidOptionError),
+    ({"ttl": 0}, jss.InvalidOptionError),
+    ({"ttl": "1h"}, jss.InvalidOptionError),
+    ({"ttl": float("inf")}, jss.InvalidOptionError),
+    ({"max_value_size": 0}, jss.InvalidOptionError),
+    ({"max_value_size": 1.5}, jss.InvalidOptionError),
+    ({"max_bytes": -2}, jss.InvalidOptionError),
+    ({"replicas": 0}, jss.InvalidOptionError),
+    ({"replicas": 6}, jss.InvalidOptionError),
+    ({"storage": "disk"}, jss.InvalidOptionError),
+    ({"description": 5}, jss.InvalidOptionError),
+    ({"republish": "bar.>"}, jss.InvalidOptionError),
+    ({"placement": 3}, jss.InvalidOptionError),
+    ({"compression": "s2"}, jss.InvalidOptionError),
+    ({"limit_marker_ttl": 0.5}, jss.InvalidOptionError),
+    ({"limit_marker_ttl": -1}, jss.InvalidOptionError),
+    ({"metadata": {"a": 1}}, jss.InvalidOptionError),
+    ({"metadata": "a=b"}, jss.InvalidOptionError),
+    ({"no_such_option": 1}, jss.InvalidOptionError),
+]
+
+
+@pytest.mark.parametrize("fields, error", BAD_BUCKET_OPTIONS, ids=[repr(f) for f, _ in BAD_BUCKET_OPTIONS])
+def test_bad_bucket_options_are_refused_before_sending(js, nc, fields, error):
+    fields = {"bucket": "OK", **fields}
+    spy = nc.subscribe("$JS.API.>")
+    nc.flush()
+    for make in (js.create_key_value, js.update_key_value, js.create_or_update_key_value):
+        with pytest.raises(error):
+            make(**fields)
+    if "bucket" in fields and fields["bucket"] != "OK":
+        for call in (js.key_value, js.delete_key_value):
+            with pytest.raises(jss.InvalidBucketNameError):
+                call(fields["bucket"])
+    with pytest.raises(jss.TimeoutError):
+        spy.next_msg(timeout=0.2)  # no API request went out
+    assert js.key_value_names() == []
+
+
+BAD_KEYS = [" x y", "x ", "x!", "xx$", "*", ">", "x.>", "x.*", ".", ".x", ".x.", "x.", "a..b", "", None, 5]
+
+
+def test_bad_keys_and_arguments_are_refused_before_sending(js, nc):
+    kv = js.create_key_value("TEST", history=5)
+    spy = nc.subscribe("$KV.TEST.>")
+    api = nc.subscribe("$JS.API.>")
+    nc.flush()
+    for key in BAD_KEYS:
+        for call in (lambda: kv.put(key, b""), lambda: kv.get(key), lambda: kv.create(key, b""),
+                     lambda: kv.update(key, b"", last=1), lambda: kv.delete(key), lambda: kv.purge(key),
+                     lambda: kv.history(key)):  # fmt: skip
+            with pytest.raises(jss.InvalidKeyError):
+                call()
+    bad_calls = [
+        lambda: kv.update("k", b"", last=-1),
+        lambda: kv.update("k", b"", last="1"),
+        lambda: kv.update("k", b"", last=None),
+        lambda: kv.delete("k", last=-1),
+        lambda: kv.purge("k", last=1.5),
+        lambda: kv.purge("k", ttl=0.5),
+        lambda: kv.purge("k", ttl="1h"),
+        lambda: kv.create("k", b"", ttl=0),
+        lambda: kv.get("k", revision=0),
+        lambda: kv.get("k", revision="1"),
+        lambda: kv.purge_deletes(older_than="1h"),
+        lambda: kv.watch("k", include_history=True, updates_only=True),
+        lambda: kv.watch("k", updates_only=True, resume_from_revision=3),
+        lambda: kv.watch("k", resume_from_revision=0),
+        lambda: kv.watch("k", meta_only="yes"),
+        lambda: kv.watch(5),
+        lambda: kv.keys(["ok", "x."]),
+    ]
+    for call in bad_calls:
+        with pytest.raises(jss.InvalidOptionError):
+            call()
+    for sub in (spy, api):
+        with pytest.raises(jss.TimeoutError):
+            sub.next_msg(timeout=0.2)
+    assert kv.status().values == 0
+
+
+# -- a watch under load, across a server restart ------------------------------------------
+
+
+def test_watch_sees_every_revision_through_a_restart(private_server):
+    """10,000 puts from 4 threads over 50 keys, the server restarted midway:
+    the watch started before them sees every stored revision once, in order."""
+    total, keys, writers = 10_000, 50, 4
+    nc = jss.connect(private_server.url, **RECONNECT)
+    try:
+        js = nc.jetstream(timeout=2.0)
+        kv = js.create_key_value("LOAD", history=64, storage="file")
+        w = kv.watch_all()
+        expect_marker(w)
+        left = iter(range(total))
+        take_lock = threading.Lock()
+        failures = []
+
+        def put_loop():
+            while True:
+                with take_lock:
+                    i = next(left, None)
+                if i is None:
+                    return
+                deadline = time.monotonic() + 60
+                while True:  # retried through the restart (a retry may store the value twice)
+                    try:
+                        kv.put(f"k{i % keys}", str(i))
+                        break
+                    except (jss.TimeoutError, jss.NoRespondersError, jss.ConnectionClosedError) as exc:
+                        if time.monotonic() > deadline:
+                            failures.append(exc)
+                            return
+
+        threads = [threading.Thread(target=put_loop, daemon=True) for _ in range(writers)]
+        for t in threads:
+            t.start()
+        seen = defaultdict(list)
+        revisions = []
+
+        def record(e):
+            assert e is not None, "a second initial-values marker"
+            seen[e.key].append(e.revision)
+            revisions.append(e.revision)
+
+        restarted = False
+        while any(t.is_alive() for t in threads):
+            try:
+                record(w.next(timeout=1))
+            except jss.TimeoutError:
+                continue
+            if not restarted and len(revisions) >= total // 2:
+                private_server.restart()
+                restarted = True
+        last = _last_seq(js)
+        while len(revisions) < last:
+            record(w.next(timeout=30))
+        w.stop()
+        assert not failures
+        assert restarted
+        assert last >= total
+        assert revisions == list(range(1, last + 1))  # every revision once, in order
+        for key, revs in seen.items():
+            assert revs == sorted(set(revs)), key
+        assert kv.status().values == keys * 64
+    finally:
+        nc.close()
+
+
+def _last_seq(js):
+    for _ in range(30):  # asked while the server may be restarting
+        try:
+            return js.stream_info("KV_LOAD").state.last_seq
+        except (jss.TimeoutError, jss.NoRespondersError):
+            continue
+    raise AssertionError("stream info unavailable")
