@@ -67,6 +67,31 @@ from .push import PushConsumer
 from .stream import Stream
 from .subscribe import PullSubscription, PushSubscription
 
+# object store (ADR-20)
+from .errors import (
+    BadObjectMetaError,
+    DigestMismatchError,
+    InvalidObjectNameError,
+    InvalidObjectStoreNameError,
+    ObjectAlreadyExistsError,
+    ObjectDeletedError,
+    ObjectLinkError,
+    ObjectNotFoundError,
+    ObjectStoreExistsError,
+    ObjectStoreNotFoundError,
+)
+from .object_store import (
+    ObjectInfo,
+    ObjectLink,
+    ObjectMeta,
+    ObjectMetaOptions,
+    ObjectResult,
+    ObjectStore,
+    ObjectStoreConfig,
+    ObjectStoreStatus,
+    ObjectWatcher,
+)
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -139,4 +164,24 @@ __all__ = [
     "SubscribeError",
     "SubscriptionClosedError",
     "TimeoutError",
+    # object store (ADR-20)
+    "ObjectStore",
+    "ObjectStoreConfig",
+    "ObjectStoreStatus",
+    "ObjectInfo",
+    "ObjectMeta",
+    "ObjectMetaOptions",
+    "ObjectLink",
+    "ObjectResult",
+    "ObjectWatcher",
+    "ObjectStoreExistsError",
+    "ObjectStoreNotFoundError",
+    "ObjectNotFoundError",
+    "ObjectDeletedError",
+    "ObjectAlreadyExistsError",
+    "DigestMismatchError",
+    "BadObjectMetaError",
+    "InvalidObjectStoreNameError",
+    "InvalidObjectNameError",
+    "ObjectLinkError",
 ]
