@@ -18,8 +18,9 @@ import datetime
 import hashlib
 import io
 import json
+import sys
 import threading
-from typing import TYPE_CHECKING, Any, Deque, Dict, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Deque, Dict, Iterator, List, Optional, Tuple
 
 from nats.nuid import NUID
 
@@ -215,7 +216,7 @@ class ObjectStore:
             nuid=_next_nuid(),
         )
 
-    def _send_chunks(self, subject: str, chunks: Iterator[bytes], chunk_size: int) -> tuple:
+    def _send_chunks(self, subject: str, chunks: Iterator[bytes], chunk_size: int) -> Tuple[int, int, str]:
         """Publish every chunk with at most a window of them unacknowledged;
         returns (size, chunks, digest). Raises the first failed publish."""
         js, sha = self._js, hashlib.sha256()
@@ -361,14 +362,14 @@ class ObjectStore:
         info = self.get_info(name, show_deleted=show_deleted)
         link = info.link
         if link is None:
-            return ObjectResult(self._js, self.stream_name, info, t)
+            return ObjectResult(self._js, self.bucket, info, t)
         if not link.name:
             raise errors.ObjectLinkError(f"{name!r} links to the whole bucket {link.bucket!r}, not to an object")
         store = self if link.bucket == self.bucket else bind(self._js, link.bucket)
         target = store.get_info(link.name)
         if target.is_link:
             raise errors.BadObjectMetaError(f"{name!r} links to {link.name!r}, which is a link itself")
-        return ObjectResult(self._js, store.stream_name, target, t)
+        return ObjectResult(self._js, store.bucket, target, t)
 
     def get_bytes(self, name: str, *, show_deleted: bool = False) -> bytes:
         """The whole object in memory (small objects; use :meth:`get` for large ones)."""
@@ -413,6 +414,12 @@ class ObjectStore:
 # -- reading an object ----------------------------------------------------------------------
 
 
+def _as_bytes(view: memoryview) -> bytes:
+    """The chunk itself when the view covers all of it (no copy)."""
+    whole = view.obj
+    return whole if isinstance(whole, bytes) and len(view) == len(whole) else bytes(view)
+
+
 def _window(chunk_size: Optional[int], budget: int) -> int:
     return max(1, min(MAX_WINDOW, budget // (chunk_size or obj.DEFAULT_CHUNK_SIZE)))
 
@@ -429,7 +436,7 @@ class ObjectResult(io.RawIOBase):
     consumer. One reader at a time is expected; a lock keeps it consistent.
     """
 
-    def __init__(self, js: "JetStream", stream: str, info: ObjectInfo, timeout: float) -> None:
+    def __init__(self, js: "JetStream", bucket: str, info: ObjectInfo, timeout: float) -> None:
         super().__init__()
         self._info = info
         self._timeout = timeout
@@ -441,7 +448,9 @@ class ObjectResult(io.RawIOBase):
         self._ctx: Optional["MessagesContext"] = None
         self._left = 0  # chunks still to come
         if info.size or info.chunks:
-            oc = OrderedConsumer(js, stream, filter_subjects=[obj.chunk_subject(info.bucket, info.nuid)])
+            # The bucket read, not info.bucket: a mirror keeps the source's infos.
+            subject = obj.chunk_subject(bucket, info.nuid)
+            oc = OrderedConsumer(js, obj.stream_name(bucket), filter_subjects=[subject])
             chunk = info.options.max_chunk_size if info.options else None
             self._ctx = oc.messages(max_messages=_window(chunk, GET_BUFFER_BYTES))
             self._left = oc.cached_info.num_pending  # what is stored now: extra chunks count too
@@ -489,8 +498,6 @@ class ObjectResult(io.RawIOBase):
         """The next chunk, None at the (checked) end. Holds the lock."""
         if self._error is not None:
             raise self._error
-        if self.closed:
-            raise ValueError("I/O operation on closed ObjectResult")
         if self._ctx is None:
             return None
         try:
@@ -507,18 +514,27 @@ class ObjectResult(io.RawIOBase):
             self._finish()
         return data
 
+    def _take(self, limit: int) -> Optional[memoryview]:
+        """Up to ``limit`` bytes of the current chunk (the next chunk once it
+        is used up); None at the end. Holds the lock."""
+        if self.closed:
+            raise ValueError("I/O operation on closed ObjectResult")
+        if not self._buf:
+            chunk = self._next_chunk()
+            if chunk is None:
+                return None
+            self._buf = memoryview(chunk)
+        part, self._buf = self._buf[:limit], self._buf[limit:]
+        return part
+
     def readinto(self, b: Any) -> int:
+        view = memoryview(b).cast("B")
         with self._lock:
-            while not self._buf:
-                chunk = self._next_chunk()
-                if chunk is None:
-                    return 0
-                self._buf = memoryview(chunk)
-            view = memoryview(b).cast("B")
-            n = min(len(view), len(self._buf))
-            view[:n] = self._buf[:n]
-            self._buf = self._buf[n:]
-            return n
+            part = self._take(len(view))
+            if part is None:
+                return 0
+            view[: len(part)] = part
+            return len(part)
 
     def read(self, size: Optional[int] = -1) -> bytes:
         """Up to ``size`` bytes (fewer at a chunk's end); all that is left when
@@ -526,14 +542,8 @@ class ObjectResult(io.RawIOBase):
         if size is None or size < 0:
             return self.readall()
         with self._lock:
-            if not self._buf:
-                chunk = self._next_chunk()
-                if chunk is None:
-                    return b""
-                self._buf = memoryview(chunk)
-            out = bytes(self._buf[:size])
-            self._buf = self._buf[size:]
-            return out
+            part = self._take(size)
+        return b"" if part is None else _as_bytes(part)
 
     def readall(self) -> bytes:
         return b"".join(self)
@@ -544,13 +554,10 @@ class ObjectResult(io.RawIOBase):
     def __next__(self) -> bytes:
         """The rest of the current chunk, or the next chunk."""
         with self._lock:
-            if self._buf:
-                out, self._buf = bytes(self._buf), memoryview(b"")
-                return out
-            chunk = self._next_chunk()
-        if chunk is None:
+            part = self._take(sys.maxsize)
+        if part is None:
             raise StopIteration
-        return chunk
+        return _as_bytes(part)
 
     def close(self) -> None:
         """Stop reading (the consumer is deleted); idempotent."""
