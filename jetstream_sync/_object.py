@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -31,6 +32,7 @@ __all__ = [
 ]
 
 DEFAULT_CHUNK_SIZE = 128 * 1024  # bytes (ADR-20)
+MAX_WINDOW = 256  # chunks a put keeps in flight or a reader buffers, whatever their size
 DIGEST_ALGORITHM = "SHA-256"
 STREAM_PREFIX = options.OBJECT_STREAM_PREFIX
 Source = Union[bytes, bytearray, memoryview, str, Any]  # or anything with read(n)
@@ -67,6 +69,17 @@ def all_meta(bucket: str) -> str:
 def check_object_name(bucket: str, name: Any) -> str:
     """An object name that fits its meta subject; InvalidObjectNameError otherwise."""
     return options.object_name(name, len(f"$O.{bucket}.M."))
+
+
+@contextlib.contextmanager
+def bucket_errors(bucket: str) -> Iterator[None]:
+    """A missing stream means a missing bucket."""
+    try:
+        yield
+    except errors.ObjectStoreNotFoundError:
+        raise
+    except errors.StreamNotFoundError as exc:
+        raise errors.ObjectStoreNotFoundError(exc.code, exc.err_code, f"object store {bucket!r} not found") from exc
 
 
 # -- digests -------------------------------------------------------------------------
@@ -264,7 +277,8 @@ class ObjectStoreConfig:
     def stream_config(self) -> StreamConfig:
         """The stream behind the bucket (ADR-20), every field validated."""
         bucket = options.object_store_name(self.bucket)
-        ttl, max_bytes, replicas = options.object_store_limits(self.ttl, self.max_bytes, self.replicas, self.compression)
+        limits = options.object_store_limits(self.ttl, self.max_bytes, self.replicas, self.compression)
+        ttl, max_bytes, replicas = limits
         placement = self.placement
         if isinstance(placement, dict):
             placement = Placement.from_response(placement)

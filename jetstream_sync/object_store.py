@@ -16,9 +16,7 @@ import concurrent.futures
 import contextlib
 import datetime
 import hashlib
-import io
 import json
-import sys
 import threading
 from typing import TYPE_CHECKING, Any, Deque, Dict, Iterator, List, Optional, Tuple
 
@@ -34,14 +32,13 @@ from ._object import (
     ObjectStoreConfig,
     ObjectStoreStatus,
     Source,
-    store_config,
+    bucket_errors,
+    store_config,  # noqa: F401 - JetStream.create_object_store & co. call it from here
 )
-from .ordered import OrderedConsumer
+from ._object_read import DEFAULT_CHUNK_TIMEOUT, ObjectResult, ObjectWatcher
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .contexts import MessagesContext
     from .jetstream import JetStream
-    from .message import Msg
 
 __all__ = [
     "ObjectStore",
@@ -56,9 +53,6 @@ __all__ = [
 ]
 
 PUT_WINDOW_BYTES = 8 * 1024 * 1024  # unacknowledged chunk bytes a put keeps in flight
-GET_BUFFER_BYTES = 4 * 1024 * 1024  # chunk bytes a reader lets its consumer buffer
-MAX_WINDOW = 256  # chunks, whatever their size
-DEFAULT_CHUNK_TIMEOUT = 30.0  # seconds a reader waits for each chunk
 _ROLLUP = {"Nats-Rollup": "sub"}
 _nuid = NUID()
 _nuid_lock = threading.Lock()  # NUID is not thread-safe
@@ -69,17 +63,6 @@ def _next_nuid() -> str:
         return _nuid.next().decode()
 
 
-@contextlib.contextmanager
-def _bucket_errors(bucket: str) -> Iterator[None]:
-    """A missing stream means a missing bucket."""
-    try:
-        yield
-    except errors.ObjectStoreNotFoundError:
-        raise
-    except errors.StreamNotFoundError as exc:
-        raise errors.ObjectStoreNotFoundError(exc.code, exc.err_code, f"object store {bucket!r} not found") from exc
-
-
 # -- managing buckets (JetStream's object-store methods delegate here) -----------------------
 
 
@@ -87,7 +70,7 @@ def upsert(js: "JetStream", config: ObjectStoreConfig, action: str) -> "ObjectSt
     """Create (``action`` "create"), update ("update") or either ("") a bucket."""
     scfg = config.stream_config()  # validates everything first
     bucket = config.bucket
-    with _bucket_errors(bucket):
+    with bucket_errors(bucket):
         if action == "update":
             stream = js.update_stream(scfg)
         elif action == "create":
@@ -110,13 +93,13 @@ def upsert(js: "JetStream", config: ObjectStoreConfig, action: str) -> "ObjectSt
 def bind(js: "JetStream", bucket: str) -> "ObjectStore":
     """A handle on an existing bucket; ObjectStoreNotFoundError otherwise."""
     options.object_store_name(bucket)
-    with _bucket_errors(bucket):
+    with bucket_errors(bucket):
         return ObjectStore(js, bucket, js.stream_info(obj.stream_name(bucket)))
 
 
 def delete(js: "JetStream", bucket: str) -> None:
     options.object_store_name(bucket)
-    with _bucket_errors(bucket):
+    with bucket_errors(bucket):
         js.delete_stream(obj.stream_name(bucket))
 
 
@@ -221,7 +204,7 @@ class ObjectStore:
         returns (size, chunks, digest). Raises the first failed publish."""
         js, sha = self._js, hashlib.sha256()
         window: Deque["concurrent.futures.Future[Any]"] = collections.deque()
-        limit = max(1, min(MAX_WINDOW, PUT_WINDOW_BYTES // chunk_size))
+        limit = max(1, min(obj.MAX_WINDOW, PUT_WINDOW_BYTES // chunk_size))
         count = total = 0
         try:
             for chunk in chunks:
@@ -248,12 +231,12 @@ class ObjectStore:
     def _publish_info(self, info: ObjectInfo) -> None:
         """Write ``info`` as the latest (rolled-up) info of its name; mtime is now."""
         body = json.dumps(info.to_wire(), separators=(",", ":")).encode()
-        with _bucket_errors(self.bucket):
+        with bucket_errors(self.bucket):
             self._js.publish(obj.meta_subject(self.bucket, info.name), body, headers=_ROLLUP)
         info.mtime = datetime.datetime.now(datetime.timezone.utc)
 
     def _purge(self, subject: str) -> None:
-        with _bucket_errors(self.bucket):
+        with bucket_errors(self.bucket):
             self._js.purge_stream(self.stream_name, subject=subject)
 
     def _purge_quietly(self, subject: str) -> None:
@@ -334,10 +317,11 @@ class ObjectStore:
         ObjectDeletedError (one) if it is deleted, unless ``show_deleted``."""
         obj.check_object_name(self.bucket, name)
         try:
-            with _bucket_errors(self.bucket):
+            with bucket_errors(self.bucket):
                 msg = self._js.get_msg(self.stream_name, last_by_subject=obj.meta_subject(self.bucket, name))
         except errors.MsgNotFoundError as exc:
-            raise errors.ObjectNotFoundError(exc.code, exc.err_code, f"object {name!r} not found in bucket {self.bucket!r}") from exc
+            about = f"object {name!r} not found in bucket {self.bucket!r}"
+            raise errors.ObjectNotFoundError(exc.code, exc.err_code, about) from exc
         try:
             info = ObjectInfo.from_wire(json.loads(msg.data))
         except ValueError as exc:
@@ -353,7 +337,7 @@ class ObjectStore:
         except errors.ObjectNotFoundError:
             return None
 
-    def get(self, name: str, *, show_deleted: bool = False, timeout: float = DEFAULT_CHUNK_TIMEOUT) -> "ObjectResult":
+    def get(self, name: str, *, show_deleted: bool = False, timeout: float = DEFAULT_CHUNK_TIMEOUT) -> ObjectResult:
         """Object ``name`` as a readable stream (an :class:`ObjectResult`;
         close it, or use ``with``). Links to objects are followed; a bucket
         link raises ObjectLinkError. ``timeout``: seconds to wait for each
@@ -388,7 +372,7 @@ class ObjectStore:
 
     def watch(
         self, *, include_history: bool = False, ignore_deletes: bool = False, updates_only: bool = False
-    ) -> "ObjectWatcher":
+    ) -> ObjectWatcher:
         """Changes of object infos as an :class:`ObjectWatcher`: first the
         latest info of each object (every one with ``include_history``), then
         ``None`` once those are delivered, then every change. With
@@ -398,245 +382,14 @@ class ObjectStore:
     # -- the bucket ---------------------------------------------------------------------
 
     def status(self) -> ObjectStoreStatus:
-        with _bucket_errors(self.bucket):
+        with bucket_errors(self.bucket):
             self._stream_info = self._js.stream_info(self.stream_name)
         return ObjectStoreStatus.from_stream_info(self.bucket, self._stream_info)
 
     def seal(self) -> ObjectStoreStatus:
         """Make the bucket read-only for good (the stream is sealed)."""
-        with _bucket_errors(self.bucket):
+        with bucket_errors(self.bucket):
             config = self._js.stream_info(self.stream_name).config
             config.sealed = True
             self._stream_info = self._js.update_stream(config).cached_info
         return ObjectStoreStatus.from_stream_info(self.bucket, self._stream_info)
-
-
-# -- reading an object ----------------------------------------------------------------------
-
-
-def _as_bytes(view: memoryview) -> bytes:
-    """The chunk itself when the view covers all of it (no copy)."""
-    whole = view.obj
-    return whole if isinstance(whole, bytes) and len(view) == len(whole) else bytes(view)
-
-
-def _window(chunk_size: Optional[int], budget: int) -> int:
-    return max(1, min(MAX_WINDOW, budget // (chunk_size or obj.DEFAULT_CHUNK_SIZE)))
-
-
-class ObjectResult(io.RawIOBase):
-    """An object being read: a binary, read-only, unseekable stream.
-
-    ``read(n)`` / ``readinto(b)`` / ``readall()`` as any raw stream (so
-    ``shutil.copyfileobj`` works); iterating yields chunks (bytes), not
-    lines. Chunks come from an ordered consumer that buffers at most ~4 MiB.
-    When the last chunk arrives, size and SHA-256 are checked against
-    :attr:`info` before it is handed out: DigestMismatchError otherwise (and
-    on every later read). ``close()`` (or leaving ``with``) stops the
-    consumer. One reader at a time is expected; a lock keeps it consistent.
-    """
-
-    def __init__(self, js: "JetStream", bucket: str, info: ObjectInfo, timeout: float) -> None:
-        super().__init__()
-        self._info = info
-        self._timeout = timeout
-        self._lock = threading.RLock()
-        self._sha = hashlib.sha256()
-        self._received = 0
-        self._buf = memoryview(b"")
-        self._error: Optional[BaseException] = None
-        self._ctx: Optional["MessagesContext"] = None
-        self._left = 0  # chunks still to come
-        if info.size or info.chunks:
-            # The bucket read, not info.bucket: a mirror keeps the source's infos.
-            subject = obj.chunk_subject(bucket, info.nuid)
-            oc = OrderedConsumer(js, obj.stream_name(bucket), filter_subjects=[subject])
-            chunk = info.options.max_chunk_size if info.options else None
-            self._ctx = oc.messages(max_messages=_window(chunk, GET_BUFFER_BYTES))
-            self._left = oc.cached_info.num_pending  # what is stored now: extra chunks count too
-        if not self._left:
-            with contextlib.suppress(errors.JetStreamError):
-                self._finish()  # an empty object, or every chunk lost: the first read raises
-
-    @property
-    def info(self) -> ObjectInfo:
-        return self._info
-
-    def readable(self) -> bool:
-        return True
-
-    def _finish(self) -> None:
-        """Stop the consumer and check size and digest (raises on mismatch)."""
-        ctx, self._ctx = self._ctx, None
-        if ctx is not None:
-            ctx.stop()
-        self._error = self._check()
-        if self._error is not None:
-            raise self._error
-
-    def _check(self) -> Optional[errors.JetStreamError]:
-        info = self._info
-        if not info.digest and not info.size:
-            return None  # nats.go checks no digest for an empty object either
-        if self._received != info.size:
-            return errors.DigestMismatchError(
-                f"object {info.name!r}: read {self._received} bytes, its info says {info.size}",
-                info.size, self._received,
-            )  # fmt: skip
-        try:
-            expected = obj.decode_digest(info.digest)
-        except errors.BadObjectMetaError as exc:
-            return exc
-        if expected != self._sha.digest():
-            actual = obj.digest_value(self._sha)
-            return errors.DigestMismatchError(
-                f"object {info.name!r}: digest {actual} does not match {info.digest}", info.digest, actual
-            )
-        return None
-
-    def _next_chunk(self) -> Optional[bytes]:
-        """The next chunk, None at the (checked) end. Holds the lock."""
-        if self._error is not None:
-            raise self._error
-        if self._ctx is None:
-            return None
-        try:
-            msg: "Msg" = self._ctx.next(timeout=self._timeout)
-        except errors.TimeoutError:
-            raise errors.TimeoutError(f"no chunk of object {self._info.name!r} within {self._timeout}s") from None
-        except errors.ConsumerStoppedError:
-            raise ValueError("I/O operation on closed ObjectResult") from None
-        data = msg.data
-        self._left -= 1
-        self._received += len(data)
-        self._sha.update(data)
-        if self._left <= 0 or self._received > self._info.size:
-            self._finish()
-        return data
-
-    def _take(self, limit: int) -> Optional[memoryview]:
-        """Up to ``limit`` bytes of the current chunk (the next chunk once it
-        is used up); None at the end. Holds the lock."""
-        if self.closed:
-            raise ValueError("I/O operation on closed ObjectResult")
-        if not self._buf:
-            chunk = self._next_chunk()
-            if chunk is None:
-                return None
-            self._buf = memoryview(chunk)
-        part, self._buf = self._buf[:limit], self._buf[limit:]
-        return part
-
-    def readinto(self, b: Any) -> int:
-        view = memoryview(b).cast("B")
-        with self._lock:
-            part = self._take(len(view))
-            if part is None:
-                return 0
-            view[: len(part)] = part
-            return len(part)
-
-    def read(self, size: Optional[int] = -1) -> bytes:
-        """Up to ``size`` bytes (fewer at a chunk's end); all that is left when
-        ``size`` is -1 or None; b"" at the end."""
-        if size is None or size < 0:
-            return self.readall()
-        with self._lock:
-            part = self._take(size)
-        return b"" if part is None else _as_bytes(part)
-
-    def readall(self) -> bytes:
-        return b"".join(self)
-
-    def __iter__(self) -> "ObjectResult":
-        return self
-
-    def __next__(self) -> bytes:
-        """The rest of the current chunk, or the next chunk."""
-        with self._lock:
-            part = self._take(sys.maxsize)
-        if part is None:
-            raise StopIteration
-        return _as_bytes(part)
-
-    def close(self) -> None:
-        """Stop reading (the consumer is deleted); idempotent."""
-        ctx, self._ctx = self._ctx, None
-        if ctx is not None:
-            ctx.stop()
-        super().close()
-
-    def __del__(self) -> None:
-        # Dropped unclosed: the context stops itself without waiting (this may
-        # run on any thread, even the loop's), unlike close().
-        self._ctx = None
-
-
-# -- watching ----------------------------------------------------------------------------------
-
-
-class ObjectWatcher:
-    """Object-info changes of a bucket, blocking: iterate it (ends after
-    :meth:`stop`, callable from any thread) or call :meth:`next`. Yields
-    :class:`ObjectInfo` and one ``None`` when the initial infos are through.
-    Runs on an ordered consumer: in order, exactly once, across reconnects."""
-
-    def __init__(self, js: "JetStream", bucket: str, history: bool, ignore_deletes: bool, updates_only: bool) -> None:
-        for what, value in (("include_history", history), ("ignore_deletes", ignore_deletes),
-                            ("updates_only", updates_only)):  # fmt: skip
-            if not isinstance(value, bool):
-                raise errors.InvalidOptionError(f"{what} must be a bool, got {value!r}")
-        if history and updates_only:
-            raise errors.InvalidOptionError("include_history and updates_only are mutually exclusive")
-        policy = "new" if updates_only else "all" if history else "last_per_subject"
-        self._ignore_deletes = ignore_deletes
-        self._ready: Deque[Optional[ObjectInfo]] = collections.deque()
-        self._lock = threading.Lock()
-        oc = OrderedConsumer(js, obj.stream_name(bucket), filter_subjects=[obj.all_meta(bucket)], deliver_policy=policy)
-        with _bucket_errors(bucket):
-            self._ctx = oc.messages()
-        self._marker_due = not updates_only
-        if self._marker_due and not oc.cached_info.num_pending:
-            self._marker_due = False
-            self._ready.append(None)
-
-    def next(self, timeout: Optional[float] = None) -> Optional[ObjectInfo]:
-        """The next info or the initial-values marker ``None``; TimeoutError
-        after ``timeout`` seconds (None: no limit), ConsumerStoppedError once stopped."""
-        t = options.optional_timeout("timeout", timeout)
-        with self._lock:
-            while not self._ready:
-                self._add(self._ctx.next(timeout=t))
-            return self._ready.popleft()
-
-    def _add(self, msg: "Msg") -> None:
-        try:
-            info: Optional[ObjectInfo] = ObjectInfo.from_wire(json.loads(msg.data))
-        except (ValueError, errors.BadObjectMetaError):
-            info = None  # not ours to show (nats.go skips it too)
-        if info is not None:
-            info.mtime = msg.metadata.timestamp
-            if not (self._ignore_deletes and info.deleted):
-                self._ready.append(info)
-        if self._marker_due and msg.metadata.num_pending == 0:
-            self._marker_due = False
-            self._ready.append(None)
-
-    def __iter__(self) -> "ObjectWatcher":
-        return self
-
-    def __next__(self) -> Optional[ObjectInfo]:
-        try:
-            return self.next()
-        except errors.ConsumerStoppedError:
-            raise StopIteration from None
-
-    def stop(self) -> None:
-        """End the watch; iteration in any thread ends. Idempotent."""
-        self._ctx.stop()
-
-    def __enter__(self) -> "ObjectWatcher":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()

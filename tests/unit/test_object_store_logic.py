@@ -93,7 +93,9 @@ def test_minimal_and_nats_py_style_infos():
     assert bucket_link.link == jss.ObjectLink("B") and bucket_link.to_wire()["options"] == {"link": {"bucket": "B"}}
 
 
-@pytest.mark.parametrize("wire", [[], "x", {"nuid": "no name"}, {"name": "n", "size": "big"}, {"name": "n", "headers": 1}])
+@pytest.mark.parametrize(
+    "wire", [[], "x", {"nuid": "no name"}, {"name": "n", "size": "big"}, {"name": "n", "headers": 1}]
+)
 def test_bad_infos_raise_bad_object_meta(wire):
     with pytest.raises(jss.BadObjectMetaError):
         jss.ObjectInfo.from_wire(wire)
