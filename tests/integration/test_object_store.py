@@ -16,6 +16,8 @@ import pytest
 
 import jetstream_sync as jss
 
+from .test_trust_errors import config_server
+
 
 CHUNK = 128 * 1024
 PKG = Path(jss.__file__).parent
@@ -201,6 +203,28 @@ def test_a_failed_put_leaves_no_chunks(js):
     assert msgs(js, "SMALL") == before
     with pytest.raises(jss.ObjectNotFoundError):
         store.get_info("broken")
+
+
+_DENY_CHUNKS_CONF = """
+listen: 127.0.0.1:{port}
+jetstream { store_dir: "{store}" }
+authorization { users = [ {user: u, password: p, permissions: {publish: {deny: ["$O.>"]}}} ] }
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_put_denied_by_permissions_fails_fast_and_leaves_nothing(tmp_path):
+    srv = config_server(tmp_path, "objperm", _DENY_CHUNKS_CONF)
+    try:
+        with jss.connect(f"nats://127.0.0.1:{srv.port}", user="u", password="p") as nc:
+            js = nc.jetstream(timeout=2.0)
+            store = js.create_object_store("TEST")
+            with pytest.raises(jss.PermissionDeniedError):
+                store.put("test-object", b"x" * (3 * CHUNK))
+            assert msgs(js, "TEST") == 0 and nc.is_connected
+            assert store.list() == []
+    finally:
+        srv.cleanup()
 
 
 def test_replacing_an_object_purges_its_old_chunks(js, obs):
