@@ -14,6 +14,7 @@ import io
 import json
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Deque, Optional
 
 from . import _object as obj
@@ -73,7 +74,8 @@ class ObjectResult(io.RawIOBase):
             subject = obj.chunk_subject(bucket, info.nuid)
             oc = OrderedConsumer(js, obj.stream_name(bucket), filter_subjects=[subject])
             chunk = info.options.max_chunk_size if info.options else None
-            self._ctx = oc.messages(max_messages=_window(chunk, GET_BUFFER_BYTES))
+            with bucket_errors(bucket):
+                self._ctx = oc.messages(max_messages=_window(chunk, GET_BUFFER_BYTES))
             self._left = oc.cached_info.num_pending  # what is stored now: extra chunks count too
         if not self._left:
             with contextlib.suppress(errors.JetStreamError):
@@ -225,9 +227,11 @@ class ObjectWatcher:
         """The next info or the initial-values marker ``None``; TimeoutError
         after ``timeout`` seconds (None: no limit), ConsumerStoppedError once stopped."""
         t = options.optional_timeout("timeout", timeout)
+        deadline = None if t is None else time.monotonic() + t  # skipped messages use it up too
         with self._lock:
             while not self._ready:
-                self._add(self._ctx.next(timeout=t))
+                left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                self._add(self._ctx.next(timeout=left))
             return self._ready.popleft()
 
     def _add(self, msg: "Msg") -> None:
