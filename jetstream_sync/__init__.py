@@ -80,6 +80,30 @@ from .errors import (
     KeyWrongLastSequenceError,
 )
 from .kv import KeyValue, KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus, KeyWatcher
+# object store (ADR-20)
+from .errors import (
+    BadObjectMetaError,
+    DigestMismatchError,
+    InvalidObjectNameError,
+    InvalidObjectStoreNameError,
+    ObjectAlreadyExistsError,
+    ObjectDeletedError,
+    ObjectLinkError,
+    ObjectNotFoundError,
+    ObjectStoreExistsError,
+    ObjectStoreNotFoundError,
+)
+from .object_store import (
+    ObjectInfo,
+    ObjectLink,
+    ObjectMeta,
+    ObjectMetaOptions,
+    ObjectResult,
+    ObjectStore,
+    ObjectStoreConfig,
+    ObjectStoreStatus,
+    ObjectWatcher,
+)
 
 __version__ = "0.1.0"
 
@@ -169,4 +193,24 @@ __all__ = [
     "KeyExistsError",
     "InvalidBucketNameError",
     "InvalidKeyError",
+    # object store (ADR-20)
+    "ObjectStore",
+    "ObjectStoreConfig",
+    "ObjectStoreStatus",
+    "ObjectInfo",
+    "ObjectMeta",
+    "ObjectMetaOptions",
+    "ObjectLink",
+    "ObjectResult",
+    "ObjectWatcher",
+    "ObjectStoreExistsError",
+    "ObjectStoreNotFoundError",
+    "ObjectNotFoundError",
+    "ObjectDeletedError",
+    "ObjectAlreadyExistsError",
+    "DigestMismatchError",
+    "BadObjectMetaError",
+    "InvalidObjectStoreNameError",
+    "InvalidObjectNameError",
+    "ObjectLinkError",
 ]

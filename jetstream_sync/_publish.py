@@ -66,15 +66,8 @@ def publish_headers(
             expected_last_subject_seq_subject, what="expected_last_subject_seq_subject", wildcards=True
         )
     if msg_ttl is not None:
-        out["Nats-TTL"] = ttl_header(msg_ttl)
+        out["Nats-TTL"] = options.msg_ttl("msg_ttl", msg_ttl)
     return out or None
-
-
-def ttl_header(seconds: float) -> str:
-    """A per-message TTL (ADR-43) as the ``Nats-TTL`` value; at least 1 s."""
-    ttl = options.duration("msg_ttl", seconds, minimum=1.0)
-    ms = round(ttl * 1000)
-    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
 
 
 def check_publish(conn: "Connection", subject: str, payload: bytes, headers: Optional[Dict[str, str]]) -> bytes:

@@ -40,16 +40,26 @@ builtins keeps working. Errors translated from nats-py keep it as ``__cause__``.
     ├── SubscriptionClosedError
     ├── OrderedConsumerError
     ├── OrderedConsumerResetError
-    └── KeyValueError
-        ├── BucketNotFoundError      (also StreamNotFoundError)
-        ├── BucketExistsError        (also APIError, 10058)
-        ├── BadBucketError
-        ├── KeyNotFoundError         (also NotFoundError; entry, operation)
-        │   └── KeyDeletedError
-        ├── KeyWrongLastSequenceError (also APIError, 10071)
-        │   └── KeyExistsError
-        ├── InvalidBucketNameError   (also InvalidOptionError)
-        └── InvalidKeyError          (also InvalidOptionError)
+    ├── KeyValueError
+    │   ├── BucketNotFoundError      (also StreamNotFoundError)
+    │   ├── BucketExistsError        (also APIError, 10058)
+    │   ├── BadBucketError
+    │   ├── KeyNotFoundError         (also NotFoundError; entry, operation)
+    │   │   └── KeyDeletedError
+    │   ├── KeyWrongLastSequenceError (also APIError, 10071)
+    │   │   └── KeyExistsError
+    │   ├── InvalidBucketNameError   (also InvalidOptionError)
+    │   └── InvalidKeyError          (also InvalidOptionError)
+    │   (object store, ADR-20)
+    ├── ObjectStoreExistsError         (APIError 10058)
+    ├── ObjectStoreNotFoundError       (a StreamNotFoundError)
+    ├── ObjectNotFoundError            (a NotFoundError)
+    │   └── ObjectDeletedError
+    ├── ObjectAlreadyExistsError
+    ├── DigestMismatchError (expected, actual)
+    ├── BadObjectMetaError
+    └── InvalidOptionError subclasses: InvalidObjectStoreNameError,
+        InvalidObjectNameError, ObjectLinkError
 """
 
 from __future__ import annotations
@@ -102,6 +112,17 @@ __all__ = [
     "KeyExistsError",
     "InvalidBucketNameError",
     "InvalidKeyError",
+    # object store
+    "ObjectStoreExistsError",
+    "ObjectStoreNotFoundError",
+    "ObjectNotFoundError",
+    "ObjectDeletedError",
+    "ObjectAlreadyExistsError",
+    "DigestMismatchError",
+    "BadObjectMetaError",
+    "InvalidObjectStoreNameError",
+    "InvalidObjectNameError",
+    "ObjectLinkError",
 ]
 
 
@@ -388,3 +409,54 @@ class InvalidKeyError(KeyValueError, InvalidOptionError):
 
 # Both codes mean "the subject's last sequence is not the expected one".
 WRONG_LAST_SEQUENCE_CODES = (ErrorCode.STREAM_WRONG_LAST_SEQUENCE, 10164)
+# -- object store (ADR-20) --
+
+
+class ObjectStoreExistsError(APIError):
+    """``create_object_store`` found a bucket of that name with another
+    configuration (the stream name is in use, err_code 10058)."""
+
+
+class ObjectStoreNotFoundError(StreamNotFoundError):
+    """The object store (its stream ``OBJ_<bucket>``) does not exist."""
+
+
+class ObjectNotFoundError(NotFoundError):
+    """No object of that name in the bucket (deleted ones count as absent)."""
+
+
+class ObjectDeletedError(ObjectNotFoundError):
+    """The object exists only as a delete marker."""
+
+
+class ObjectAlreadyExistsError(JetStreamError):
+    """A rename or a link would replace an object that exists and is not deleted."""
+
+
+class DigestMismatchError(JetStreamError):
+    """An object read back does not match its info: its SHA-256 digest or its
+    size differs (a chunk lost, added or corrupted). ``expected`` and
+    ``actual`` are the digests ("SHA-256=…") or, for a size mismatch, sizes."""
+
+    def __init__(self, message: str, expected: Any = None, actual: Any = None) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(message)
+
+
+class BadObjectMetaError(JetStreamError):
+    """An object's stored info is unreadable or inconsistent (not ADR-20 JSON,
+    no NUID, a link to a link)."""
+
+
+class InvalidObjectStoreNameError(InvalidOptionError):
+    """A bucket name is not 1 or more of A-Z, a-z, 0-9, '-', '_' (ADR-20)."""
+
+
+class InvalidObjectNameError(InvalidOptionError):
+    """An object name is empty, not text, or too long for a subject."""
+
+
+class ObjectLinkError(InvalidOptionError):
+    """A link cannot be made or read that way: to a deleted object, to another
+    link, in ``put()``, or a bucket link read as an object."""

@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .client import Client
     from .consumer import Consumer
     from .kv import KeyValue, KeyValueConfig, KeyValueStatus
+    from .object_store import ObjectStore, ObjectStoreConfig, ObjectStoreStatus
     from .ordered import OrderedConsumer
     from .push import PushConsumer
     from .stream import Stream
@@ -874,6 +875,61 @@ class JetStream:
         from . import _kv_bucket as kv
 
         return kv.bucket_statuses(self)
+    # -- object store --
+
+    def create_object_store(
+        self, bucket: Union[str, "ObjectStoreConfig", None] = None, config: Optional["ObjectStoreConfig"] = None,
+        **fields: Any,
+    ) -> "ObjectStore":  # fmt: skip
+        """Create an object store (ADR-20) from a bucket name and/or an
+        :class:`ObjectStoreConfig`, fields as keywords: ``description``,
+        ``ttl`` (seconds), ``max_bytes``, ``storage`` ("file"), ``replicas``
+        (1), ``placement``, ``compression`` (False), ``metadata``. The same
+        config again is a no-op; another raises ObjectStoreExistsError."""
+        from . import object_store as obs
+
+        return obs.upsert(self, obs.store_config(config, bucket, fields), "create")
+
+    def update_object_store(
+        self, bucket: Union[str, "ObjectStoreConfig", None] = None, config: Optional["ObjectStoreConfig"] = None,
+        **fields: Any,
+    ) -> "ObjectStore":  # fmt: skip
+        """Replace an object store's config (fields left out get their
+        defaults); ObjectStoreNotFoundError if it does not exist."""
+        from . import object_store as obs
+
+        return obs.upsert(self, obs.store_config(config, bucket, fields), "update")
+
+    def create_or_update_object_store(
+        self, bucket: Union[str, "ObjectStoreConfig", None] = None, config: Optional["ObjectStoreConfig"] = None,
+        **fields: Any,
+    ) -> "ObjectStore":  # fmt: skip
+        from . import object_store as obs
+
+        return obs.upsert(self, obs.store_config(config, bucket, fields), "")
+
+    def object_store(self, bucket: str) -> "ObjectStore":
+        """A handle on an existing object store; ObjectStoreNotFoundError otherwise."""
+        from . import object_store as obs
+
+        return obs.bind(self, bucket)
+
+    def delete_object_store(self, bucket: str) -> None:
+        """Delete an object store and every object in it."""
+        from . import object_store as obs
+
+        obs.delete(self, bucket)
+
+    def object_store_names(self) -> List[str]:
+        from . import object_store as obs
+
+        return obs.names(self)
+
+    def object_stores(self) -> List["ObjectStoreStatus"]:
+        """The status of every object store."""
+        from . import object_store as obs
+
+        return obs.statuses(self)
 
 
 def _positive(name: str, value: Any, allow_zero: bool = False) -> int:

@@ -786,6 +786,7 @@ def kv_history(value: Any) -> int:
 
 
 def kv_replicas(value: Any) -> int:
+    """A replica count the server accepts (1-5), for buckets and object stores."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_REPLICAS:
         raise errors.InvalidOptionError(f"replicas must be an integer from 1 to {MAX_REPLICAS}, got {value!r}")
     return value
@@ -809,3 +810,73 @@ def string_map(name: str, value: Any) -> Optional[Dict[str, str]]:
     if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise errors.InvalidOptionError(f"{name} must be a mapping of str to str, got {value!r}")
     return dict(value)
+
+
+# -- object store (ADR-20) --
+
+OBJECT_STREAM_PREFIX = "OBJ_"
+
+
+def object_store_name(value: Any) -> str:
+    """A bucket name (ADR-20 ``restricted-term``): 1 or more of A-Z, a-z, 0-9,
+    '-', '_', short enough for the stream name ``OBJ_<bucket>``."""
+    limit = MAX_NAME_LEN - len(OBJECT_STREAM_PREFIX)
+    if not isinstance(value, str) or not _KV_BUCKET.fullmatch(value) or len(value) > limit:
+        raise errors.InvalidObjectStoreNameError(
+            f"object store name must be 1-{limit} characters of A-Z, a-z, 0-9, '-', '_', got {value!r}"
+        )
+    return value
+
+
+def object_name(value: Any, prefix_len: int = 0) -> str:
+    """An object name: any non-empty text. It travels URL-safe base64 encoded
+    after a ``prefix_len``-byte subject prefix, which must fit the control line."""
+    if not isinstance(value, str) or not value:
+        raise errors.InvalidObjectNameError(f"object name must be a non-empty string, got {value!r}")
+    try:
+        raw = value.encode()
+    except UnicodeEncodeError:
+        raise errors.InvalidObjectNameError(f"object name is not valid UTF-8 text: {value!r}") from None
+    try:
+        control_line("x" * (prefix_len + 4 * math.ceil(len(raw) / 3)), "_INBOX." + "x" * 44)
+    except errors.InvalidOptionError:
+        raise errors.InvalidObjectNameError(f"object name is too long for a subject ({len(raw)} bytes)") from None
+    return value
+
+
+def chunk_size(value: Any, max_payload: Optional[int]) -> int:
+    """Bytes per chunk: an integer >= 1, at most the server's max_payload."""
+    size = _count("chunk_size", value)
+    payload_size(size, max_payload, f"chunk_size {size}")
+    return size
+
+
+def optional_text(what: str, value: Any) -> Optional[str]:
+    """None or a str (descriptions)."""
+    if value is not None and not isinstance(value, str):
+        raise errors.InvalidOptionError(f"{what} must be a string, got {value!r}")
+    return value
+
+
+def object_headers(value: Any) -> Optional[Dict[str, List[str]]]:
+    """None or object headers as nats.go stores them: name -> list of values
+    (a str value is a one-item list); checked as message headers are."""
+    if value is None:
+        return None
+    header_block(value)  # names are tokens, values str without CR/LF
+    return {k: [v] if isinstance(v, str) else list(v) for k, v in value.items()}
+
+
+def object_store_limits(ttl: Any, max_bytes: Any, replicas: Any, compression: Any) -> Tuple[float, int, int]:
+    """An object store's (ttl seconds, 0 = keep forever; max_bytes, -1 = no
+    limit, None and 0 mean -1 as in nats.go; replicas 1-5)."""
+    age = 0.0 if ttl is None else duration("ttl", ttl, allow_zero=True)
+    if max_bytes is None:
+        max_bytes = -1
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < -1:
+        raise errors.InvalidOptionError(f"max_bytes must be an integer >= 1 or -1 (no limit), got {max_bytes!r}")
+    limit = max_bytes or -1  # 0 means no limit, as in nats.go
+    replicas = kv_replicas(replicas)
+    if not isinstance(compression, bool):
+        raise errors.InvalidOptionError(f"compression must be a bool, got {compression!r}")
+    return age, limit, replicas

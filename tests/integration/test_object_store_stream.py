@@ -1,0 +1,215 @@
+"""Object store reading over time against a real server: list and watch
+(nats.py's and nats.go's cases in blocking form), mirrors, concurrent use,
+faults under a running read, and 200 MiB through bounded memory."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import random
+import threading
+
+import pytest
+
+import jetstream_sync as jss
+
+from ..helpers import wait_until
+from .test_memory import MIB, rss_bytes
+from .test_object_store import CHUNK, sha
+
+
+@pytest.fixture
+def obs(js):
+    return js.create_object_store("OBJS", description="testing")
+
+
+# -- list and watch ------------------------------------------------------------------------------
+
+
+def test_list(obs):
+    assert obs.list() == []
+    for name, value in (("A", "AAA"), ("B", "BBB"), ("C", "CCC"), ("B", "bbb")):
+        obs.put(name, value)
+    obs.add_link("b", obs.get_info("B"))
+    obs.put("D", "DDD")
+    obs.delete("D")
+    assert sorted(i.name for i in obs.list()) == ["A", "B", "C", "b"]
+    assert [i.name for i in obs.list(show_deleted=True)] == ["A", "C", "B", "b", "D"]
+
+
+def expect_nothing(watcher):
+    with pytest.raises(jss.TimeoutError):
+        watcher.next(timeout=0.3)
+
+
+def test_watch(obs):
+    with obs.watch() as w:
+        assert w.next(timeout=5) is None  # nothing yet: the marker at once
+        obs.put("A", b"A")
+        obs.put("B", b"B")
+        a, b = w.next(timeout=5), w.next(timeout=5)
+        assert (a.name, a.size, a.chunks, a.digest, a.bucket) == ("A", 1, 1, sha(b"A"), "OBJS")
+        assert b.name == "B" and b.digest == "SHA-256=335w5QIVRPSDS77mSp43if68S-gUcN9inK1t2wMyClw="
+        expect_nothing(w)
+        obs.delete("B")
+        e = w.next(timeout=5)
+        assert (e.name, e.deleted) == ("B", True)
+        obs.put("C", b"CCC")
+        assert w.next(timeout=5).name == "C"
+        meta = obs.get_info("C").meta
+        meta.description = "changed"
+        obs.update_meta("C", meta)
+        e = w.next(timeout=5)
+        assert (e.name, e.description) == ("C", "changed")
+        with pytest.raises(jss.ObjectDeletedError):
+            obs.update_meta("B", jss.ObjectMeta("B", description="ng"))
+        expect_nothing(w)
+
+
+def test_watch_initial_values_history_and_deletes(obs):
+    obs.put("A", b"A")
+    obs.put("B", b"B")
+    obs.delete("B")
+    with obs.watch() as w:
+        assert [w.next(5).name, w.next(5).name, w.next(5)] == ["A", "B", None]
+    with obs.watch(ignore_deletes=True) as w:
+        assert [w.next(5).name, w.next(5)] == ["A", None]  # the marker despite the skipped delete
+    with obs.watch(include_history=True) as w:
+        assert [w.next(5).name, w.next(5).name, w.next(5)] == ["A", "B", None]
+
+
+def test_watch_updates_only(obs):
+    obs.put("A", b"A")
+    obs.put("B", b"B")
+    with obs.watch(updates_only=True) as w:
+        expect_nothing(w)  # neither old values nor a marker
+        obs.delete("A")
+        assert w.next(timeout=5).name == "A"
+        obs.put("C", b"CCC")
+        assert w.next(timeout=5).name == "C"
+
+
+def test_watch_stops_from_another_thread(obs):
+    seen = []
+    w = obs.watch()
+    reader = threading.Thread(target=lambda: seen.extend(w), daemon=True)
+    reader.start()
+    obs.put("A", b"A")
+    wait_until(lambda: len(seen) == 2)
+    w.stop()
+    reader.join(10)
+    assert not reader.is_alive() and seen[0] is None and seen[1].name == "A"
+    w.stop()  # idempotent
+
+
+def test_mirror_bucket(js, obs):
+    js.create_stream(
+        jss.StreamConfig(
+            name="OBJ_mirror",
+            mirror=jss.models.StreamSource(
+                name="OBJ_OBJS",
+                subject_transforms=[jss.models.SubjectTransform(src="$O.OBJS.>", dest="$O.mirror.>")],
+            ),
+            allow_rollup_hdrs=True,
+        )
+    )
+    obs.put("A", "abc")
+    mirror = js.object_store("mirror")
+    wait_until(lambda: "A" in [i.name for i in mirror.list()], timeout=10)
+    assert mirror.get_bytes("A") == b"abc"
+    with mirror.watch() as w:
+        assert [w.next(5).name, w.next(5)] == ["A", None]
+
+
+# -- concurrency and resources ------------------------------------------------------------------
+
+
+def test_concurrent_puts_and_gets(obs):
+    blobs = {f"o{i}": bytes([i]) * (CHUNK * 3 + i) for i in range(4)}
+    errors = []
+
+    def work(name):
+        try:
+            obs.put(name, blobs[name])
+            assert obs.get_bytes(name) == blobs[name]
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in blobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and sorted(i.name for i in obs.list()) == sorted(blobs)
+
+
+def test_closing_a_reader_early_deletes_its_consumer(js, obs):
+    obs.put("A", b"x" * (CHUNK * 40))
+    r = obs.get("A")
+    assert len(r.read(10)) == 10
+    assert js.consumer_names("OBJ_OBJS")
+    r.close()
+    wait_until(lambda: not js.consumer_names("OBJ_OBJS"))
+    with pytest.raises(ValueError):
+        r.read(1)
+    with obs.get("A") as r:
+        for _ in r:
+            pass
+    wait_until(lambda: not js.consumer_names("OBJ_OBJS"))
+
+
+def test_a_read_goes_on_across_a_server_restart_and_a_deleted_consumer(private_server, fnc):
+    js = fnc.jetstream()
+    store = js.create_object_store("FAULTS")
+    data = random.Random(3).randbytes(CHUNK * 100 + 5)
+    store.put("A", data)
+    got = []
+    with store.get("A") as r:
+        for i, chunk in enumerate(r):
+            got.append(chunk)
+            if i == 30:
+                js.delete_consumer("OBJ_FAULTS", js.consumer_names("OBJ_FAULTS")[0])
+            elif i == 60:
+                fnc.flush()
+                private_server.restart()
+    assert b"".join(got) == data  # in order, exactly once, digest checked by the reader
+
+
+class RandomReader:
+    """``size`` pseudo-random bytes made as they are read (never all in
+    memory); hashes them and samples RSS every 64 reads."""
+
+    def __init__(self, size: int) -> None:
+        self.left, self.rng, self.sha, self.reads, self.peak = size, random.Random(20), hashlib.sha256(), 0, 0
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n < 0 else min(n, self.left)
+        data = self.rng.randbytes(n)
+        self.left -= n
+        self.sha.update(data)
+        self.reads += 1
+        if self.reads % 64 == 0:
+            self.peak = max(self.peak, rss_bytes())
+        return data
+
+
+def test_200_mib_streams_through_with_bounded_memory(obs):
+    size = 200 * MIB
+    obs.put("warm-up", RandomReader(16 * MIB))  # buffers and code paths, before the baseline
+    with obs.get("warm-up") as r:
+        assert sum(len(chunk) for chunk in r) == 16 * MIB  # streamed: the baseline holds no copy
+    baseline = rss_bytes()
+
+    source = RandomReader(size)
+    info = obs.put("big", source)
+    expected = "SHA-256=" + base64.urlsafe_b64encode(source.sha.digest()).decode()
+    assert (info.size, info.chunks, info.digest) == (size, size // CHUNK, expected)
+
+    peak, got, count = source.peak, hashlib.sha256(), 0
+    with obs.get("big") as r:  # the reader checks the digest itself; count and hash too
+        for count, chunk in enumerate(r, 1):
+            got.update(chunk)
+            if count % 64 == 0:
+                peak = max(peak, rss_bytes())
+    assert count == info.chunks and "SHA-256=" + base64.urlsafe_b64encode(got.digest()).decode() == expected
+    assert peak - baseline < 50 * MIB, f"RSS grew {(peak - baseline) / MIB:.1f} MiB"
