@@ -228,8 +228,7 @@ class Engine:
 
     def _closed(self) -> None:
         """Loop thread: everything is written; wake whoever waits in stop()."""
-        self._conn.unregister(self._receiver)
-        self._receiver.closed_event.set()
+        self._receiver.engine_closed()
 
     def _nak_queued(self) -> None:
         """NAK every chunk still in the hand-off queue (stop)."""

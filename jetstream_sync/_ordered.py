@@ -140,10 +140,19 @@ class OrderedState:
     def abandon(self, name: str) -> None:
         """Loop thread: the read that used consumer ``name`` has ended with
         pulls maybe still open: the next read starts on a new consumer."""
-        if name and name == self.name:
+        if self._drop(name):
             self.delete_later(name)
-            self.name, self.name_b = None, b""
-            self.pull_done = False
+
+    def _drop(self, name: str) -> bool:
+        if not name or name != self.name:
+            return False
+        self.name, self.name_b = None, b""
+        self.pull_done = False
+        return True
+
+    async def forget(self, name: str) -> None:
+        """Loop thread: the caller deletes consumer ``name``; the next read makes a new one."""
+        self._drop(name)
 
     def in_order(self, msgs: List[Msg]) -> Tuple[List[Msg], bool]:
         """Loop thread: the messages that continue the current consumer's

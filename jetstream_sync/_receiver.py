@@ -126,6 +126,20 @@ class Receiver(Resource):
         # through the lock, which counts them exactly.
         self.stop_after = 0
 
+    def mark_user_done(self) -> None:
+        """The callers have seen the end. The connection keeps tracking the
+        receiver until both this and the engine's end have happened, so a
+        close() in between still stops what is left to hand out."""
+        self.user_done.set()
+        if self.closed_event.is_set():
+            self._conn.unregister(self)
+
+    def engine_closed(self) -> None:
+        """Loop thread: the engine has finished (NAKs written)."""
+        self.closed_event.set()
+        if self.user_done.is_set() or self._state is STOPPED:
+            self._conn.unregister(self)
+
     @property
     def lock(self) -> threading.Lock:
         """The lock that also guards the engine's credit arithmetic."""
@@ -172,7 +186,7 @@ class Receiver(Resource):
             waited = False
             while True:
                 if self._state is STOPPED:
-                    self.user_done.set()
+                    self.mark_user_done()
                     if self._stop_error is not None:
                         raise self._stop_error
                     raise Exhausted()
@@ -194,7 +208,7 @@ class Receiver(Resource):
                         self._cond.notify()
                     return msg
                 if self._end is not None:
-                    self.user_done.set()
+                    self.mark_user_done()
                     if self._end.error is not None:
                         raise self._end.error
                     raise Exhausted()
@@ -343,6 +357,8 @@ class Receiver(Resource):
         if leftover is None:
             return False
         self._halted(leftover)
+        if self.closed_event.is_set():  # the engine ended before: nothing left to track
+            self._conn.unregister(self)
         return True
 
     def _halt(self, error: Optional[BaseException]) -> Optional[List[Msg]]:

@@ -103,8 +103,7 @@ class MessagesContext(_Context):
         engine: EngineFactory = PullEngine,
         receiver_cls: Type[Receiver] = Receiver,
     ) -> None:
-        if error_handler is not None and not callable(error_handler):
-            raise errors.InvalidOptionError("error_handler must be callable")
+        options.handler("error_handler", error_handler, optional=True)
         self._receiver = receiver_cls(conn, error_handler, target.api_timeout)
         _start(conn, self._receiver, engine(conn, self._receiver, target, opts), target.api_timeout)
 
@@ -180,10 +179,8 @@ class ConsumeContext(_Context):
         engine: EngineFactory = PullEngine,
         receiver_cls: Type[Receiver] = Receiver,
     ) -> None:
-        if not callable(handler):
-            raise errors.InvalidOptionError("consume() needs a callable handler")
-        if error_handler is not None and not callable(error_handler):
-            raise errors.InvalidOptionError("error_handler must be callable")
+        options.handler("consume() handler", handler)
+        options.handler("error_handler", error_handler, optional=True)
         self._handler = handler
         self._receiver = receiver_cls(conn, error_handler, target.api_timeout)
         self._receiver.explicit_credit = True  # credited when the handler returns
@@ -216,7 +213,7 @@ class ConsumeContext(_Context):
                     receiver.credit(msg)
         finally:
             self._done.set()
-            receiver.user_done.set()
+            receiver.mark_user_done()
 
     def _handler_failed(self, msg: Msg, exc: Exception) -> None:
         _log.warning("consume handler raised for %s", msg.subject, exc_info=exc)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import inspect
 import json
 import math
 import re
@@ -113,6 +114,19 @@ def duration(
     if seconds > maximum:
         raise errors.InvalidOptionError(f"{name} must be at most {maximum:g}s, got {value!r}")
     return seconds
+
+
+def handler(what: str, fn: Any, optional: bool = False) -> Any:
+    """A plain callable for a worker thread to call. A coroutine function
+    (an ``async def`` ported from nats-py) is refused: called from a thread
+    it would only make a coroutine that never runs."""
+    if fn is None and optional:
+        return None
+    if not callable(fn):
+        raise errors.InvalidOptionError(f"{what} must be callable, got {fn!r}")
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
+        raise errors.InvalidOptionError(f"{what} must be a plain function: it is called on a worker thread, not awaited")
+    return fn
 
 
 def optional_timeout(name: str, value: Any) -> Optional[float]:

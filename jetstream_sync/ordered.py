@@ -113,11 +113,37 @@ class OrderedConsumer:
         self._state.info = self._js.consumer_info(self.stream_name, name)
         return self._state.info
 
+    def close(self) -> None:
+        """Delete the server consumer now instead of after
+        ``inactive_threshold`` (fetch()/next() keep it between calls). The
+        ordered consumer stays usable: the next read creates a new one after
+        the last message handed out. Raises OrderedConsumerError while a read is open."""
+        state = self._state
+        with state.lock:
+            active = state.active
+            if active is not None and not _ended(active):
+                raise errors.OrderedConsumerError("close(): a read is still open; stop or finish it first")
+            name = state.name
+            if name is None:
+                return
+            self._conn.run(state.forget(name), self._js.timeout + 1.0)
+        try:
+            self._js.delete_consumer(self.stream_name, name)
+        except errors.NotFoundError:
+            pass  # gone already (deleted, or lapsed)
+
+    def __enter__(self) -> "OrderedConsumer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     # -- reading ------------------------------------------------------------------
 
     def messages(self, *, error_handler: Optional[ErrorHandler] = None, **opts: Any) -> MessagesContext:
         """A continuous, pre-buffered ordered read; options as Consumer.messages()."""
         o = consume_options_from(opts)
+        options.handler("error_handler", error_handler, optional=True)
         return self._open("consume", lambda target, engine: MessagesContext(
             self._conn, target, o, error_handler, engine, OrderedReceiver))
 
@@ -126,8 +152,8 @@ class OrderedConsumer:
     ) -> ConsumeContext:
         """Call ``handler(msg)`` for every message, in order, on a worker thread."""
         o = consume_options_from(opts)
-        if not callable(handler):
-            raise errors.InvalidOptionError("consume() needs a callable handler")
+        options.handler("consume() handler", handler)
+        options.handler("error_handler", error_handler, optional=True)
         return self._open("consume", lambda target, engine: ConsumeContext(
             self._conn, target, handler, o, error_handler, engine, OrderedReceiver))
 
@@ -199,11 +225,10 @@ def _engine(cls: Any, state: OrderedState, conn: Any, receiver: OrderedReceiver,
 
 
 def _ended(receiver: Receiver) -> bool:
-    """The previous read is over: its user saw the end, or it was stopped;
-    then its engine finishes soon (bounded wait), and no longer touches the
-    state the next read uses."""
-    if receiver.closed_event.is_set():
-        return True
+    """The previous read is over: its user saw the end, or it was stopped
+    (a pull that is complete on the server may still hold messages nobody
+    took: that read is still open). Then its engine finishes soon (bounded
+    wait) and no longer touches the state the next read uses."""
     if receiver.user_done.is_set() or receiver.state == "stopped":
         return receiver.closed_event.wait(receiver.stop_wait)
     return False

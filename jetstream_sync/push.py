@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional
@@ -12,6 +13,7 @@ from .consumer import BaseConsumer
 from .contexts import ConsumeContext, MessagesContext
 from .message import Msg
 from .options import PushOptions, push_options
+from .options import handler as check_handler
 
 if TYPE_CHECKING:  # pragma: no cover
     from .jetstream import JetStream
@@ -66,28 +68,44 @@ class PushConsumer(BaseConsumer):
             api_timeout=self._js.timeout,
         )
 
-    def messages(self, *, error_handler: Optional[ErrorHandler] = None, **options: Any) -> MessagesContext:
+    def messages(
+        self, *, error_handler: Optional[ErrorHandler] = None, exclusive: bool = True, **options: Any
+    ) -> MessagesContext:
         """Subscribe to the deliver subject; iterate the messages (or
         ``next(timeout)``). ``stop()`` NAKs what was received and not handed
         out; ``drain()`` hands it all over. Option: ``heartbeat_alarm``
         (seconds without traffic before NoHeartbeatError; default 3 × the
         consumer's idle_heartbeat). ``error_handler(exc)`` receives transient
-        problems."""
+        problems. Without a deliver group, a consumer already bound to a
+        subscriber elsewhere is refused (ConsumerAlreadyConsumingError: both
+        would get every message) unless ``exclusive=False``."""
         target, opts = self._target(), self._options(options)
-        return self._start(lambda: MessagesContext(self._conn, target, opts, error_handler, engine=PushEngine))
+        check_handler("error_handler", error_handler, optional=True)
+        make = functools.partial(MessagesContext, self._conn, target, opts, error_handler, engine=PushEngine)
+        return self._start(make, exclusive)
 
     def consume(
-        self, handler: Callable[[Msg], Any], *, error_handler: Optional[ErrorHandler] = None, **options: Any
+        self,
+        handler: Callable[[Msg], Any],
+        *,
+        error_handler: Optional[ErrorHandler] = None,
+        exclusive: bool = True,
+        **options: Any,
     ) -> ConsumeContext:
         """Call ``handler(msg)`` for every message on a worker thread; options as :meth:`messages`."""
         target, opts = self._target(), self._options(options)
-        return self._start(lambda: ConsumeContext(self._conn, target, handler, opts, error_handler, engine=PushEngine))
+        check_handler("consume() handler", handler)
+        check_handler("error_handler", error_handler, optional=True)
+        make = functools.partial(ConsumeContext, self._conn, target, handler, opts, error_handler, engine=PushEngine)
+        return self._start(make, exclusive)
 
     def _options(self, given: Any) -> PushOptions:
         cfg = self._info.config
         return push_options(cfg.idle_heartbeat if cfg is not None else None, given)
 
-    def _start(self, make: Callable[[], Any]) -> Any:
+    def _start(self, make: Callable[[], Any], exclusive: bool) -> Any:
+        if not isinstance(exclusive, bool):
+            raise errors.InvalidOptionError(f"exclusive must be a bool, got {exclusive!r}")
         if self.deliver_group:
             return make()  # queue members: each message goes to one of them
         with self._lock:
@@ -96,6 +114,13 @@ class PushConsumer(BaseConsumer):
                 raise errors.ConsumerAlreadyConsumingError(
                     f"push consumer {self.stream_name}/{self.name} is already consuming on this handle;"
                     " stop it first, or give the consumer a deliver_group"
+                )
+            # Another handle or client may be subscribed: without a deliver
+            # group both would get every message (ADR-15 "push bound").
+            if exclusive and self.info().push_bound:
+                raise errors.ConsumerAlreadyConsumingError(
+                    f"push consumer {self.stream_name}/{self.name} is already bound to a subscription"
+                    " (another handle or client); give the consumer a deliver_group to share it"
                 )
             ctx = make()
             self._active = weakref.ref(ctx)

@@ -463,10 +463,8 @@ def subscribe(
         options.subject(subject, wildcards=True)
     if queue is not None:
         options.name("queue", queue)
-    if cb is not None and not callable(cb):
-        raise errors.InvalidOptionError("cb must be callable")
-    if error_handler is not None and not callable(error_handler):
-        raise errors.InvalidOptionError("error_handler must be callable")
+    options.handler("cb", cb, optional=True)
+    options.handler("error_handler", error_handler, optional=True)
     for flag, value in (("manual_ack", manual_ack), ("ordered_consumer", ordered_consumer), ("flow_control", flow_control)):
         if not isinstance(value, bool):
             raise errors.InvalidOptionError(f"{flag} must be a bool, got {value!r}")
@@ -508,9 +506,11 @@ def subscribe(
     try:
         if cb is not None:
             handler = cb if manual_ack or _acks_off(info) else auto_ack(cb)
-            ctx: Any = consumer.consume(handler, error_handler=error_handler)
+            # exclusive=False: ADR-15's binding checks were made above (a
+            # consumer created here may have a plain subscriber on its deliver subject).
+            ctx: Any = consumer.consume(handler, error_handler=error_handler, exclusive=False)
         else:
-            ctx = consumer.messages(error_handler=error_handler)
+            ctx = consumer.messages(error_handler=error_handler, exclusive=False)
     except BaseException:
         if created:
             _delete_quietly(js, stream, info.name)

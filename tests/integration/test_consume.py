@@ -227,3 +227,42 @@ def test_connection_closed_reaches_error_handler(server, stream):
     other.close()
     assert cc.wait(3)
     assert any(isinstance(e, jss.ConnectionClosedError) for e in errors)
+
+
+def test_close_stops_a_drained_context_that_still_holds_messages(server):
+    """drain() finished on the loop while messages wait to be handed out:
+    close() must still stop the context (no handler call after it returns)."""
+    nc = jss.connect(server.url)
+    try:
+        js = nc.jetstream()
+        stream = js.create_stream(name="CDR", subjects=["cdr.>"])
+        publish(js, "cdr.x", 40)
+        cons = stream.create_consumer(durable_name="c", ack_policy="explicit")
+        first, release, calls = threading.Event(), threading.Event(), []
+
+        def handler(msg):
+            calls.append(msg)
+            first.set()
+            release.wait(10)
+
+        cc = cons.consume(handler, max_messages=40)
+        assert first.wait(10)
+        cc.drain()
+        wait_until(lambda: cc._receiver.closed_event.is_set())  # the engine is done; the buffer is not
+        publish(js, "cdr.x", 10)
+        ctx = cons.messages(max_messages=5)
+        ctx.next(timeout=10)
+        ctx.drain()
+        wait_until(lambda: ctx.closed)
+        nc.close()
+        seen = len(calls)
+        release.set()
+        assert cc.wait(10)
+        assert len(calls) == seen  # nothing handed out after close()
+        with pytest.raises(jss.ConnectionClosedError):
+            ctx.next(timeout=5)
+    finally:
+        release.set()
+        nc.close()
+        with jss.connect(server.url) as other:
+            other.jetstream().delete_stream("CDR")

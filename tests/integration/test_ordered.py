@@ -13,6 +13,8 @@ import pytest
 import jetstream_sync as jss
 from jetstream_sync import _ordered
 
+from ..helpers import wait_until
+
 
 RECONNECT = dict(reconnect_time_wait=0.2, max_reconnect_attempts=-1)
 
@@ -399,3 +401,54 @@ def test_stop_after_spans_a_reset_and_the_next_read_goes_on(js, stream, subj):
     with oc.messages() as ctx2:
         got += take(ctx2, 150)
     assert seqs(got) == list(range(1, 301))
+
+
+def test_a_second_fetch_while_the_first_holds_unread_messages_is_refused(js, stream, subj):
+    """A pull complete on the server with messages nobody took is still an open read."""
+    fill(js, subj, 10)
+    oc = stream.ordered_consumer()
+    first = oc.fetch(5, expires=2)
+    wait_until(lambda: first.stats.delivered == 0 and first._receiver.closed_event.is_set())
+    with pytest.raises(jss.OrderedConsumerError):
+        oc.fetch(5, expires=2)
+    got = list(first) + list(oc.fetch(5, expires=2))
+    assert seqs(got) == list(range(1, 11))
+
+
+def test_next_from_two_threads_never_duplicates(js, stream, subj):
+    fill(js, subj, 300)
+    oc = stream.ordered_consumer()
+    got, refused = [], []
+
+    def reader():
+        while True:
+            try:
+                got.append(oc.next(timeout=1).metadata.sequence.stream)
+            except jss.OrderedConsumerError:
+                refused.append(1)  # the other thread's read is open
+            except jss.TimeoutError:
+                return
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(got) == list(range(1, 301))
+
+
+def test_close_deletes_the_server_consumer_and_reading_goes_on(js, stream, subj):
+    fill(js, subj, 10)
+    with stream.ordered_consumer() as oc:
+        got = list(oc.fetch(4, expires=2))
+        name = oc.name
+        assert name in js.consumer_names(stream.name)
+        oc.close()
+        assert name not in js.consumer_names(stream.name)
+        got += list(oc.fetch(6, expires=2))
+        assert seqs(got) == list(range(1, 11))
+        result = oc.fetch(1, expires=5)
+        with pytest.raises(jss.OrderedConsumerError):
+            oc.close()
+        result.close()
+    assert js.consumer_names(stream.name) == []

@@ -330,3 +330,34 @@ def test_a_consumer_sequence_gap_is_reported(monkeypatch, js, stream, subj, reve
     assert "expected 3, got 4" in str(gap)
     assert cc.stats.sequence_gaps == 1 and not cc.closed
     cc.stop()
+
+
+def test_a_second_handle_on_a_bound_push_consumer_is_refused(js, stream, subj):
+    """Without a deliver group two subscribers would each get every message."""
+    cons = stream.create_consumer(durable_name="solo", deliver_subject="dlv.solo", ack_policy="explicit")
+    other = js.consumer(stream.name, "solo")
+    with cons.messages() as ctx:
+        wait_until(lambda: js.consumer_info(stream.name, "solo").push_bound)
+        with pytest.raises(jss.ConsumerAlreadyConsumingError, match="already bound"):
+            other.messages()
+        publish(js, subj, 3)
+        assert [ctx.next(timeout=5).data for _ in range(3)] == [b"0", b"1", b"2"]
+    wait_until(lambda: not js.consumer_info(stream.name, "solo").push_bound)
+    with other.messages() as ctx2:  # free again once the first stopped
+        with pytest.raises(jss.TimeoutError):
+            ctx2.next(timeout=0.2)
+
+
+@pytest.mark.parametrize("kind", ["push", "pull", "subscribe"])
+def test_async_handlers_are_refused_before_anything_is_sent(js, stream, subj, kind):
+    async def handler(msg):  # ported from nats-py: would never run on a thread
+        pass
+
+    with pytest.raises(jss.InvalidOptionError, match="plain function"):
+        if kind == "push":
+            stream.create_consumer(durable_name="p", deliver_subject="dlv.p").consume(handler)
+        elif kind == "pull":
+            stream.create_consumer(durable_name="q").consume(handler)
+        else:
+            js.subscribe(subj, cb=handler)
+    assert js.consumer_names(stream.name) == (["p"] if kind == "push" else ["q"] if kind == "pull" else [])
