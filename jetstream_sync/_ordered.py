@@ -112,7 +112,7 @@ class OrderedState:
         and create the next one from ``start_seq``; one attempt."""
         old = self.name
         self.serial += 1
-        self.name, self.name_b = None, b""  # whatever still arrives is stale
+        self.name_b = b""  # whatever still arrives is stale; ``name`` stays the old one until the new exists
         self.cseq, self.sseq = 0, max(start_seq - 1, 0)
         self.pull_done = False
         if old is not None:

@@ -99,6 +99,14 @@ def build_config(cls: Type[_C], config: Optional[_C], overrides: Dict[str, Any])
             options.subject(value, what=name, wildcards=(name == "filter_subject"))
     if isinstance(cfg, ConsumerConfig):
         options.priority_config(cfg.priority_policy, cfg.priority_groups, cfg.priority_timeout, cfg.deliver_subject)
+        if cfg.idle_heartbeat:
+            cfg.idle_heartbeat = options.duration("idle_heartbeat", cfg.idle_heartbeat, minimum=options.MIN_SERVER_HEARTBEAT)
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if isinstance(value, int) and not isinstance(value, bool) and not -options.MAX_INT - 1 <= value <= options.MAX_INT:
+            raise errors.InvalidOptionError(f"{f.name} must fit in 64 bits, got {value!r}")
+    if getattr(cfg, "metadata", None) is not None:
+        cfg.metadata = options.string_map("metadata", cfg.metadata)
     for name, what in (("filter_subjects", "filter_subjects entry"), ("subjects", "stream subject")):
         values = getattr(cfg, name, None)
         if values is None:
@@ -624,7 +632,8 @@ class JetStream:
     def subscribe_bind(
         self,
         stream: str,
-        consumer: str,
+        config: Union[ConsumerConfig, str, None] = None,
+        consumer: Optional[str] = None,
         cb: Optional[Callable[[Msg], Any]] = None,
         manual_ack: bool = False,
         *,
@@ -632,11 +641,21 @@ class JetStream:
         error_handler: Optional[Callable[[BaseException], Any]] = None,
     ) -> "PushSubscription":
         """A push subscription on an existing consumer (ConsumerNotFoundError
-        if there is none); never created, never deleted."""
+        if there is none); never created, never deleted. nats-py's argument
+        order: ``subscribe_bind(stream, config, consumer, cb)``; ``config`` may
+        also be just the consumer's name. A ``config`` given is checked
+        against the consumer's (SubscribeError on a difference)."""
         from . import subscribe as sub
 
+        if isinstance(config, str) and consumer is None:
+            config, consumer = None, config
+        if config is not None and not isinstance(config, ConsumerConfig):
+            raise errors.InvalidOptionError(f"config must be a ConsumerConfig or the consumer's name, got {config!r}")
+        name = consumer or (config.durable_name or config.name if config is not None else None)
+        if not name:
+            raise errors.InvalidOptionError("subscribe_bind needs the consumer's name")
         return sub.subscribe(
-            self, "", queue, cb, consumer, stream, None, manual_ack, False, None, False, {}, error_handler, bind=True
+            self, "", queue, cb, name, stream, config, manual_ack, False, None, False, {}, error_handler, bind=True
         )
 
     def pull_subscribe(
@@ -933,9 +952,7 @@ class JetStream:
 
 
 def _positive(name: str, value: Any, allow_zero: bool = False) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < (0 if allow_zero else 1):
-        raise errors.InvalidOptionError(f"{name} must be an integer >= {0 if allow_zero else 1}, got {value!r}")
-    return value
+    return options.count(name, value, allow_zero=allow_zero)
 
 
 

@@ -165,6 +165,11 @@ class Msg:
         return self._headers
 
     @property
+    def header(self) -> Optional[Dict[str, str]]:
+        """The headers, by nats-py's name for them (see :attr:`headers`)."""
+        return self.headers
+
+    @property
     def size(self) -> int:
         raw = self._hdr_raw
         hdr = len(raw) if raw is not None else headers_size(self._headers)

@@ -301,7 +301,7 @@ class ConsumerConfig(_Model, _api.ConsumerConfig):
         "max_expires",
         "priority_timeout",
     )
-    _times: ClassVar[Tuple[str, ...]] = ("opt_start_time",)
+    _times: ClassVar[Tuple[str, ...]] = ("opt_start_time", "pause_until")
 
     def as_dict(self) -> Dict[str, object]:
         result = super().as_dict()
@@ -312,10 +312,25 @@ class ConsumerConfig(_Model, _api.ConsumerConfig):
 
 @dataclass
 class ConsumerInfo(_InfoWithConfig, _api.ConsumerInfo):
-    """Consumer info as the server reported it; ``config`` is a :class:`ConsumerConfig`."""
+    """Consumer info as the server reported it; ``config`` is a :class:`ConsumerConfig`.
+    ``pause_remaining`` is seconds (as on ConsumerPauseResponse)."""
 
     _config_cls: ClassVar[type] = ConsumerConfig
     extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_response(cls, resp: Dict[str, Any]) -> Any:
+        info = super().from_response(resp)
+        if isinstance(info.pause_remaining, (int, float)) and not isinstance(info.pause_remaining, bool):
+            info.pause_remaining = info.pause_remaining / _NS
+        return info
+
+    def as_dict(self) -> Dict[str, object]:
+        result = super().as_dict()
+        remaining = result.get("pause_remaining")
+        if isinstance(remaining, (int, float)) and not isinstance(remaining, bool):
+            result["pause_remaining"] = _seconds_to_ns(remaining)
+        return result
 
 
 @dataclass

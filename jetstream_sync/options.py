@@ -60,6 +60,7 @@ DEFAULT_EXPIRES = 30.0
 MIN_EXPIRES = 1.0
 MIN_HEARTBEAT = 0.5
 MAX_HEARTBEAT = 30.0
+MIN_SERVER_HEARTBEAT = 0.1  # a consumer's idle_heartbeat: the server refuses less (10083)
 FETCH_HEARTBEAT = 5.0  # fetch/next: heartbeat when expires >= 10 s (nats.go)
 FETCH_HEARTBEAT_FROM = 10.0
 FETCH_MARGIN = 1.0  # client-side fetch deadline = expires + this, re-armed per message
@@ -277,10 +278,20 @@ def term_reason(reason: Any, max_payload: Optional[int]) -> bytes:
     return body
 
 
-def _count(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise errors.InvalidOptionError(f"{name} must be an integer >= 1, got {value!r}")
+MAX_INT = 2**63 - 1  # the server's counts and sequences are 64-bit
+
+
+def count(name: str, value: Any, *, allow_zero: bool = False) -> int:
+    """An integer >= 1 (>= 0 with ``allow_zero``) that fits the server's 64 bits."""
+    low = 0 if allow_zero else 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise errors.InvalidOptionError(f"{name} must be an integer >= {low}, got {value!r}")
+    if value > MAX_INT:
+        raise errors.InvalidOptionError(f"{name} must be at most {MAX_INT} (64 bits), got {value!r}")
     return value
+
+
+_count = count
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,8 @@ class OrderedConsumer:
         validate_name("stream", stream)
         if filter_subjects is not None and isinstance(filter_subjects, str):
             filter_subjects = [filter_subjects]
+        if filter_subjects is not None and not isinstance(filter_subjects, (list, tuple)):
+            raise errors.InvalidOptionError(f"filter_subjects must be a list of subjects, got {filter_subjects!r}")
         if not isinstance(headers_only, bool):
             raise errors.InvalidOptionError(f"headers_only must be a bool, got {headers_only!r}")
         if max_reset_attempts is not None and (

@@ -128,11 +128,16 @@ class _Subscription:
     def __init__(self, js: "JetStream", stream: str, consumer: str, subject: str, created: bool) -> None:
         self._js = js
         self.stream = stream
-        self.consumer = consumer
+        self._consumer = consumer
         self.subject = subject
-        self._created = created
+        self._created = created  # still to delete (cleared once deleted)
         self._lock = threading.Lock()
         self._closed = False
+
+    @property
+    def consumer(self) -> str:
+        """The consumer's name."""
+        return self._consumer
 
     def consumer_info(self) -> ConsumerInfo:
         return self._js.consumer_info(self.stream, self.consumer)
@@ -142,10 +147,14 @@ class _Subscription:
         return self._closed
 
     def _close(self) -> bool:
-        """Mark closed; False if it already was."""
+        """Mark closed; False if it already was. A consumer whose deletion
+        failed before (server unreachable) is retried instead of refusing."""
         with self._lock:
             if self._closed:
-                return False
+                if self._created:
+                    self._delete_if_created()
+                    return False
+                raise errors.SubscriptionClosedError(f"the subscription on {self.subject!r} is already unsubscribed")
             self._closed = True
             return True
 
@@ -160,6 +169,7 @@ class _Subscription:
             self._js.delete_consumer(self.stream, self.consumer)
         except errors.NotFoundError:
             pass  # gone already (an ephemeral that timed out, or deleted by hand)
+        self._created = False
 
     def __enter__(self) -> Any:
         return self
@@ -235,9 +245,8 @@ class PullSubscription(_Subscription):
 
     def unsubscribe(self) -> None:
         """End the subscription; a consumer it created is deleted."""
-        if not self._close():
-            raise errors.SubscriptionClosedError(f"the subscription on {self.subject!r} is already unsubscribed")
-        self._delete_if_created()
+        if self._close():
+            self._delete_if_created()
 
     def drain(self) -> None:
         """As :meth:`unsubscribe`: between fetches a pull subscription holds nothing."""
@@ -268,6 +277,11 @@ class PushSubscription(_Subscription):
     def __repr__(self) -> str:
         return f"<PushSubscription {self.stream!r}/{self.consumer!r} subject={self.subject!r}>"
 
+    @property
+    def consumer(self) -> str:
+        """The current consumer's name (an ordered one changes as it is recreated; "" between two)."""
+        return self._consumer_name() or ""
+
     def consumer_info(self) -> ConsumerInfo:
         name = self._consumer_name()
         if name is None:
@@ -285,7 +299,10 @@ class PushSubscription(_Subscription):
         """The next message, waiting up to ``timeout`` seconds (None: no limit);
         raises :class:`jetstream_sync.TimeoutError` (nats-py's default is 1 s)."""
         self._check_open()
-        return self._reader().next(timeout)
+        try:
+            return self._reader().next(timeout)
+        except errors.ConsumerStoppedError:
+            raise errors.SubscriptionClosedError(f"the subscription on {self.subject!r} was unsubscribed") from None
 
     def __iter__(self) -> Iterator[Msg]:
         return iter(self._reader())
@@ -303,22 +320,23 @@ class PushSubscription(_Subscription):
     def unsubscribe(self) -> None:
         """Stop now (messages received and not handed out are NAK'd); a
         consumer this subscription created is deleted."""
-        if not self._close():
-            raise errors.SubscriptionClosedError(f"the subscription on {self.subject!r} is already unsubscribed")
-        self._ctx.stop()
-        self._delete_if_created()
+        if self._close():
+            self._ctx.stop()
+            self._delete_if_created()
 
     def drain(self, timeout: Optional[float] = None) -> bool:
         """Hand over (or call back) everything already received, then end and
         delete a consumer this subscription created. Waits up to ``timeout``
         seconds (default: the JetStream timeout) for the end; False if it did not come."""
-        if not self._close():
-            raise errors.SubscriptionClosedError(f"the subscription on {self.subject!r} is already unsubscribed")
         t = self._js.timeout if timeout is None else options.duration("timeout", timeout)
+        if not self._close():
+            return True
         self._ctx.drain()
         from .contexts import ConsumeContext
 
         done = self._ctx.wait(t) if isinstance(self._ctx, ConsumeContext) else self._ctx.wait_closed(t)
+        if not done:
+            self._ctx.stop()  # out of time: nothing more is handed out once this returns
         self._delete_if_created()
         return done
 
@@ -470,7 +488,9 @@ def subscribe(
             raise errors.InvalidOptionError(f"{flag} must be a bool, got {value!r}")
     if config is not None and not isinstance(config, ConsumerConfig):
         raise errors.InvalidOptionError(f"config must be a ConsumerConfig, not {type(config).__name__}")
-    hb = None if idle_heartbeat is None else options.duration("idle_heartbeat", idle_heartbeat)
+    hb = None
+    if idle_heartbeat is not None:
+        hb = options.duration("idle_heartbeat", idle_heartbeat, minimum=options.MIN_SERVER_HEARTBEAT)
     if ordered_consumer:
         return _subscribe_ordered(js, subject, queue, cb, durable, stream, config, hb, extra, error_handler)
     if queue:
@@ -538,6 +558,11 @@ def _subscribe_ordered(
     cfg = config or ConsumerConfig()
     if cfg.durable_name or cfg.deliver_group or cfg.deliver_subject:
         raise errors.InvalidOptionError("an ordered consumer's config has no durable_name, deliver_group or deliver_subject")
+    opts: Dict[str, Any] = {}
+    if hb or cfg.idle_heartbeat:
+        beat = hb or cfg.idle_heartbeat
+        opts = {"idle_heartbeat": beat, "expires": max(2 * beat, 30.0)}  # type: ignore[operator]
+    options.consume_options_from(opts)  # checked before anything is sent
     if stream is not None:
         options.name("stream", stream)
     elif subject:
@@ -556,10 +581,6 @@ def _subscribe_ordered(
         inactive_threshold=extra.get("inactive_threshold") or cfg.inactive_threshold,
         headers_only=bool(extra.get("headers_only") or cfg.headers_only),
     )
-    opts: Dict[str, Any] = {}
-    if hb or cfg.idle_heartbeat:
-        beat = hb or cfg.idle_heartbeat
-        opts = {"idle_heartbeat": beat, "expires": max(2 * beat, 30.0)}  # type: ignore[operator]
     ctx: Any = oc.consume(cb, error_handler=error_handler, **opts) if cb else oc.messages(error_handler=error_handler, **opts)
     return PushSubscription(js, stream, oc.name or "", subject, False, ctx, None, lambda: oc.name)
 

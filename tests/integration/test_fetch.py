@@ -148,3 +148,25 @@ def test_fetch_heartbeat_and_stats(js, subj, cons):
     assert list(result) == []
     assert result.stats.heartbeats >= 2
     assert result.stats.statuses.get("408 Request Timeout") == 1
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda c: c.fetch(2**63),
+        lambda c: c.fetch(max_bytes=2**63),
+        lambda c: c.messages(max_bytes=2**63),
+        lambda c: c.messages(max_messages=10**20),
+        lambda c: c.reset(2**70),
+    ],
+)
+def test_counts_beyond_64_bits_are_refused_before_anything_is_sent(cons, call):
+    with pytest.raises(jss.InvalidOptionError, match="64 bits"):
+        call(cons)
+    assert cons.info().num_waiting == 0
+
+
+def test_consumer_config_values_beyond_64_bits_are_refused(js, stream):
+    with pytest.raises(jss.InvalidOptionError, match="64 bits"):
+        stream.create_consumer(durable_name="big", max_ack_pending=2**70)
+    assert js.consumer_names(stream.name) == []

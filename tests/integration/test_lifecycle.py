@@ -52,8 +52,13 @@ def test_a_pause_ends_by_itself(js, stream, subj, cons):
 
 
 def test_pause_through_the_jetstream_context(js, stream, cons):
-    assert js.pause_consumer(stream.name, "c", 30).paused
-    assert js.consumer_info(stream.name, "c").paused
+    resp = js.pause_consumer(stream.name, "c", 30)
+    assert resp.paused
+    info = js.consumer_info(stream.name, "c")
+    assert info.paused
+    assert 0 < info.pause_remaining <= 30  # seconds, as in the pause response
+    assert isinstance(info.config.pause_until, datetime.datetime)
+    assert abs((info.config.pause_until - resp.pause_until).total_seconds()) < 0.001
     assert not js.resume_consumer(stream.name, "c").paused
     assert not js.consumer_info(stream.name, "c").paused
 

@@ -452,3 +452,21 @@ def test_close_deletes_the_server_consumer_and_reading_goes_on(js, stream, subj)
             oc.close()
         result.close()
     assert js.consumer_names(stream.name) == []
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(filter_subjects=123), dict(metadata=123), dict(metadata={"a": 1}), dict(opt_start_seq=2**70)],
+)
+def test_more_bad_options_refused_before_anything_is_sent(js, stream, kwargs):
+    with pytest.raises(jss.InvalidOptionError):
+        stream.ordered_consumer(**kwargs)
+    assert js.consumer_names(stream.name) == []
+
+
+def test_a_bad_error_handler_creates_nothing(js, stream):
+    oc = stream.ordered_consumer()
+    with pytest.raises(jss.InvalidOptionError):
+        oc.messages(error_handler=1)
+    assert js.consumer_names(stream.name) == []
+    assert len(list(oc.fetch_no_wait(1))) == 0  # not locked into messages() mode

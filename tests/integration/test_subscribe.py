@@ -10,7 +10,7 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import publish, wait_until
+from ..helpers import publish, wait_blocked, wait_until
 
 
 @pytest.fixture
@@ -269,6 +269,13 @@ def test_subscribe_bind_uses_the_consumers_deliver_subject(js, nc):
     assert "alice" in js.consumer_names("hello-stream")  # bound, not created: kept
     with pytest.raises(jss.ConsumerNotFoundError):
         js.subscribe_bind("hello-stream", "bob")
+    info = js.consumer_info("hello-stream", "alice")
+    again = js.subscribe_bind(info.stream_name, info.config, info.name)  # nats-py's argument order
+    publish(js, "hello-subject", 1)
+    again.next_msg(timeout=5).ack()
+    again.unsubscribe()
+    with pytest.raises(jss.SubscribeError, match="max_ack_pending"):
+        js.subscribe_bind("hello-stream", jss.ConsumerConfig(max_ack_pending=7), "alice")
 
 
 def test_subscribe_with_a_deliver_subject_in_the_config(js, nc, quux):
@@ -465,3 +472,45 @@ def test_a_timed_out_fetch_leaves_no_orphan_pull(js, multi):
     t.join(5)
     assert [m.data for m in out[0]] == [b"hello"]
     assert time.monotonic() - t0 < 1.0
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(ordered_consumer=True, idle_heartbeat=0.1),  # below the pull heartbeat floor: checked before the stream lookup
+        dict(ordered_consumer=True, idle_heartbeat=100),
+        dict(idle_heartbeat=0.0001, durable="hb"),
+    ],
+)
+def test_heartbeats_the_server_would_refuse_are_refused_first(js, quux, kwargs):
+    spy = js.client.subscribe("$JS.API.>")
+    with pytest.raises(jss.InvalidOptionError):
+        js.subscribe("quux", **kwargs)
+    with pytest.raises(jss.TimeoutError):
+        spy.next_msg(timeout=0.2)  # no API request went out
+    spy.unsubscribe()
+
+
+def test_names_and_errors_after_the_fact(js, quux):
+    publish(js, "quux", 30)
+    sub = js.subscribe("quux", ordered_consumer=True)
+    first = sub.consumer
+    msg = sub.next_msg(timeout=5)
+    assert msg.header == msg.headers  # nats-py's name
+    js.delete_consumer(quux, first)
+    for _ in range(29):
+        sub.next_msg(timeout=10)
+    wait_until(lambda: sub.consumer != first)  # recreated under a new name (all 30 may have come before)
+    assert sub.consumer
+    assert sub.consumer in repr(sub)
+    blocked = []
+    t = threading.Thread(target=lambda: blocked.append(pytest.raises(jss.SubscriptionClosedError, sub.next_msg, 10)))
+    t.start()
+    wait_blocked(t)
+    sub.unsubscribe()
+    t.join(10)
+    assert blocked  # the reader got SubscriptionClosedError, not an internal "context stopped"
+    with pytest.raises(jss.SubscriptionClosedError):
+        sub.unsubscribe()
+    with pytest.raises(jss.SubscriptionClosedError):
+        sub.next_msg(timeout=0.1)
