@@ -1,22 +1,23 @@
-"""The JetStream context: stream and consumer management, publishing."""
+"""The JetStream context: stream, consumer and message management. Publishing
+(``_js_publish.py``), the subscribe workflow (``_js_subscribe.py``) and
+bucket management (``_js_buckets.py``) are mixed in from modules of their own."""
 
 from __future__ import annotations
 
 import base64
-import concurrent.futures
 import dataclasses
 import datetime
 import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Type, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple, Type, TypeVar, Union
 
 import nats.errors as _nerr
 from nats.nuid import NUID
 
 from . import _direct, errors, options
-from ._publish import check_publish, publish_headers
-from .client import as_bytes
-from .message import Msg, parse_header_block
+from ._js_buckets import Buckets
+from ._js_publish import Publishing
+from ._js_subscribe import Subscribing
+from .message import parse_header_block
 from .models import (
     AccountInfo,
     AckPolicy,
@@ -26,7 +27,6 @@ from .models import (
     ConsumerResetResponse,
     DeliverPolicy,
     DiscardPolicy,
-    PubAck,
     ReplayPolicy,
     RetentionPolicy,
     StorageType,
@@ -41,19 +41,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._connection import Connection
     from .client import Client
     from .consumer import Consumer
-    from .kv import KeyValue, KeyValueConfig, KeyValueStatus
-    from .object_store import ObjectStore, ObjectStoreConfig, ObjectStoreStatus
     from .ordered import OrderedConsumer
     from .push import PushConsumer
     from .stream import Stream
-    from .subscribe import PullSubscription, PushSubscription
 
     AnyConsumer = Union[Consumer, PushConsumer]
 
 __all__ = ["JetStream"]
 
-MAX_BATCH = 1000  # messages per atomic batch (the server's default limit, ADR-50)
-BatchItem = Union[Tuple[str, Union[bytes, str]], Tuple[str, Union[bytes, str], Optional[Dict[str, str]]]]
 
 _C = TypeVar("_C", StreamConfig, ConsumerConfig)
 _ENUMS: Dict[str, type] = {
@@ -118,7 +113,7 @@ def build_config(cls: Type[_C], config: Optional[_C], overrides: Dict[str, Any])
     return cfg
 
 
-class JetStream:
+class JetStream(Publishing, Subscribing, Buckets):
     """JetStream on one connection: manage streams/consumers, publish.
 
     ``domain`` selects a JetStream domain (``$JS.<domain>.API``);
@@ -587,369 +582,9 @@ class JetStream:
 
         return Consumer(self, info)
 
-    # -- the subscribe workflow (nats-py's names, ADR-15 / ADR-13) ---------------------
-
-    def subscribe(
-        self,
-        subject: str,
-        queue: Optional[str] = None,
-        cb: Optional[Callable[[Msg], Any]] = None,
-        durable: Optional[str] = None,
-        stream: Optional[str] = None,
-        config: Optional[ConsumerConfig] = None,
-        manual_ack: bool = False,
-        ordered_consumer: bool = False,
-        idle_heartbeat: Optional[float] = None,
-        flow_control: bool = False,
-        *,
-        deliver_policy: Union[str, DeliverPolicy, None] = None,
-        headers_only: Optional[bool] = None,
-        inactive_threshold: Optional[float] = None,
-        error_handler: Optional[Callable[[BaseException], Any]] = None,
-    ) -> "PushSubscription":
-        """A push subscription on ``subject`` (ADR-15), as nats-py's.
-
-        The stream is found by subject unless given. With ``durable`` (or a
-        ``queue``, which is then the durable name and the deliver group) an
-        existing consumer is bound after checks (SubscribeError when it does
-        not fit), or created; without, an ephemeral one is created. A
-        consumer created here is deleted by ``unsubscribe()``/``drain()``.
-        With ``cb``, a worker thread calls it per message and acks after it
-        returns unless ``manual_ack``; without, read with ``next_msg()`` or
-        iteration. ``ordered_consumer=True`` reads in stream order with no
-        acks (an :class:`OrderedConsumer` behind it).
-        """
-        from . import subscribe as sub
-
-        given = {"deliver_policy": deliver_policy, "headers_only": headers_only, "inactive_threshold": inactive_threshold}
-        norm = build_config(ConsumerConfig, None, {k: v for k, v in given.items() if v is not None})  # validates
-        extra = {k: getattr(norm, k) for k in given}
-        return sub.subscribe(
-            self, subject, queue, cb, durable, stream, config, manual_ack, ordered_consumer,
-            idle_heartbeat, flow_control, extra, error_handler,
-        )  # fmt: skip
-
-    def subscribe_bind(
-        self,
-        stream: str,
-        config: Union[ConsumerConfig, str, None] = None,
-        consumer: Optional[str] = None,
-        cb: Optional[Callable[[Msg], Any]] = None,
-        manual_ack: bool = False,
-        *,
-        queue: Optional[str] = None,
-        error_handler: Optional[Callable[[BaseException], Any]] = None,
-    ) -> "PushSubscription":
-        """A push subscription on an existing consumer (ConsumerNotFoundError
-        if there is none); never created, never deleted. nats-py's argument
-        order: ``subscribe_bind(stream, config, consumer, cb)``; ``config`` may
-        also be just the consumer's name. A ``config`` given is checked
-        against the consumer's (SubscribeError on a difference)."""
-        from . import subscribe as sub
-
-        if isinstance(config, str) and consumer is None:
-            config, consumer = None, config
-        if config is not None and not isinstance(config, ConsumerConfig):
-            raise errors.InvalidOptionError(f"config must be a ConsumerConfig or the consumer's name, got {config!r}")
-        name = consumer or (config.durable_name or config.name if config is not None else None)
-        if not name:
-            raise errors.InvalidOptionError("subscribe_bind needs the consumer's name")
-        return sub.subscribe(
-            self, "", queue, cb, name, stream, config, manual_ack, False, None, False, {}, error_handler, bind=True
-        )
-
-    def pull_subscribe(
-        self,
-        subject: str,
-        durable: Optional[str] = None,
-        stream: Optional[str] = None,
-        config: Optional[ConsumerConfig] = None,
-    ) -> "PullSubscription":
-        """A pull subscription on ``subject`` (ADR-13), as nats-py's: bound to
-        the durable consumer if it exists (after ADR-15's checks), else a
-        consumer is created (and deleted again by ``unsubscribe()``)."""
-        from . import subscribe as sub
-
-        return sub.pull_subscribe(self, subject, durable, stream, config)
-
-    def pull_subscribe_bind(self, durable: str, stream: str) -> "PullSubscription":
-        """A pull subscription on an existing consumer (ConsumerNotFoundError
-        if there is none); never created, never deleted."""
-        from . import subscribe as sub
-
-        return sub.pull_subscribe(self, "", durable, stream, None, bind=True)
-
     def account_info(self) -> AccountInfo:
         """Usage and limits of this account's JetStream."""
         return AccountInfo.from_response(self._api("INFO"))
-
-    # -- publishing -------------------------------------------------------------
-
-    def publish(
-        self,
-        subject: str,
-        data: Union[bytes, str] = b"",
-        *,
-        headers: Optional[Dict[str, str]] = None,
-        msg_id: Optional[str] = None,
-        expected_stream: Optional[str] = None,
-        expected_last_seq: Optional[int] = None,
-        expected_last_subject_seq: Optional[int] = None,
-        expected_last_msg_id: Optional[str] = None,
-        expected_last_subject_seq_subject: Optional[str] = None,
-        msg_ttl: Optional[float] = None,
-        timeout: Optional[float] = None,
-    ) -> PubAck:
-        """Publish to a stream and wait for its acknowledgement.
-
-        ``msg_id`` sets ``Nats-Msg-Id`` (a repeat within the stream's duplicate
-        window returns a PubAck with ``duplicate=True``); the ``expected_*``
-        arguments set the ``Nats-Expected-*`` headers, and a mismatch raises
-        APIError (``expected_last_subject_seq_subject`` checks the last
-        sequence of another subject, wildcards allowed). ``msg_ttl`` (seconds,
-        at least 1; the stream needs ``allow_msg_ttl``) removes the message
-        after that long (ADR-43). A "no responders" reply is retried twice (ADR-22).
-        """
-        conn = self._conn
-        conn.check()
-        conn.loop_thread.check_usable()  # a blocking call: never on the loop thread
-        t = self._timeout if timeout is None else options.duration("timeout", timeout)
-        hdrs = publish_headers(
-            headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id,
-            expected_last_subject_seq_subject, msg_ttl,
-        )  # fmt: skip
-        payload = as_bytes(data)
-        hdr = check_publish(conn, subject, payload, hdrs)
-        # The same wire path as publish_async (no task per call).
-        return conn.publisher().publish_and_wait(subject, payload, hdrs, hdr, t)  # type: ignore[no-any-return]
-
-    def publish_async(
-        self,
-        subject: str,
-        data: Union[bytes, str] = b"",
-        *,
-        headers: Optional[Dict[str, str]] = None,
-        msg_id: Optional[str] = None,
-        expected_stream: Optional[str] = None,
-        expected_last_seq: Optional[int] = None,
-        expected_last_subject_seq: Optional[int] = None,
-        expected_last_msg_id: Optional[str] = None,
-        expected_last_subject_seq_subject: Optional[str] = None,
-        msg_ttl: Optional[float] = None,
-        timeout: Optional[float] = None,
-    ) -> "concurrent.futures.Future[PubAck]":
-        """Publish without waiting; the Future resolves to the PubAck.
-
-        At most ``max_pending`` publishes (see :meth:`set_publish_async_max_pending`,
-        default 4000) are in flight; beyond that this call blocks until acks
-        come back (or raises TimeoutError after ``timeout``). Use
-        :meth:`publish_async_complete` to wait for all of them.
-        """
-        conn = self._conn
-        conn.check()
-        t = self._timeout if timeout is None else options.duration("timeout", timeout)
-        hdrs = publish_headers(
-            headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id,
-            expected_last_subject_seq_subject, msg_ttl,
-        )  # fmt: skip
-        payload = as_bytes(data)
-        hdr = check_publish(conn, subject, payload, hdrs)
-        return conn.publisher().publish(subject, payload, hdrs, hdr, t)
-
-    def publish_batch(self, messages: Iterable[BatchItem], *, timeout: Optional[float] = None) -> PubAck:
-        """Atomic batch publish (ADR-50; the stream needs ``allow_atomic``,
-        server 2.12+): every message is stored, or none.
-
-        ``messages`` are ``(subject, data)`` or ``(subject, data, headers)``
-        tuples, 1 to 1000 of them (the server's limit), all checked before
-        anything is sent. Returns the PubAck of the commit (``batch_id``,
-        ``batch_size``); a refused batch raises APIError.
-        """
-        conn = self._conn
-        conn.check()
-        conn.loop_thread.check_usable()
-        t = self._timeout if timeout is None else options.duration("timeout", timeout)
-        items = list(messages) if not isinstance(messages, (str, bytes)) else None
-        if not items or len(items) > MAX_BATCH:
-            raise errors.InvalidOptionError(f"publish_batch takes 1 to {MAX_BATCH} (subject, data[, headers]) tuples")
-        batch_id = self._nuid.next().decode()
-        prepared = []
-        for seq, item in enumerate(items, 1):
-            if not isinstance(item, tuple) or len(item) not in (2, 3):
-                raise errors.InvalidOptionError(f"batch item {seq} must be (subject, data) or (subject, data, headers)")
-            subject, data = item[0], item[1]
-            extra = item[2] if len(item) == 3 else None
-            if extra is not None and not isinstance(extra, Mapping):
-                raise errors.InvalidOptionError(f"headers of batch item {seq} must be a mapping, got {extra!r}")
-            hdrs = dict(extra or {})
-            hdrs.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(seq)})
-            if seq == len(items):
-                hdrs["Nats-Batch-Commit"] = "1"
-            payload = as_bytes(data)
-            check_publish(conn, subject, payload, hdrs)
-            prepared.append((subject, payload, hdrs))
-        resp = conn.run(self._apublish_batch(prepared, t), t + 1.0)
-        return PubAck.from_response(resp)
-
-    async def _apublish_batch(self, prepared: List[Tuple[str, bytes, Dict[str, str]]], timeout: float) -> Dict[str, Any]:
-        conn = self._conn
-        for subject, payload, hdrs in prepared[:-1]:
-            await conn.apublish(subject, payload, headers=hdrs)
-        subject, payload, hdrs = prepared[-1]
-        msg = await conn.request(subject, payload, timeout, headers=hdrs)
-        resp = json.loads(msg.data)
-        if resp.get("error"):
-            raise errors.APIError.from_error(resp["error"])
-        return resp  # type: ignore[no-any-return]
-
-    def counter_add(self, subject: str, delta: int = 1, *, timeout: Optional[float] = None) -> int:
-        """Add ``delta`` (any size, may be negative) to the counter on
-        ``subject`` and return its new value (ADR-49; the stream needs
-        ``allow_msg_counter``, server 2.12+)."""
-        if isinstance(delta, bool) or not isinstance(delta, int):
-            raise errors.InvalidOptionError(f"delta must be an integer, got {delta!r}")
-        ack = self.publish(subject, b"", headers={"Nats-Incr": f"{delta:+d}"}, timeout=timeout)
-        if ack.val is None:
-            raise errors.JetStreamError(f"stream {ack.stream!r} did not answer with a counter value")
-        return int(ack.val)
-
-    def counter_get(self, stream: str, subject: str) -> int:
-        """The value of the counter on ``subject`` (MsgNotFoundError if it has none)."""
-        msg = self.get_msg(stream, last_by_subject=subject)
-        try:
-            return int(json.loads(msg.data)["val"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise errors.JetStreamError(f"the last message on {subject!r} is not a counter value") from exc
-
-    def set_publish_async_max_pending(self, max_pending: int) -> None:
-        """Size of the publish_async window, shared by every JetStream
-        context of this Client (one publisher per connection)."""
-        self._conn.publisher().set_max_pending(max_pending)
-
-    @property
-    def publish_async_pending(self) -> int:
-        """publish_async calls of this Client not yet acknowledged."""
-        conn = self._conn
-        return conn.publisher().pending if conn.has_publisher else 0
-
-    def publish_async_complete(self, timeout: Optional[float] = None) -> bool:
-        """Block until every publish_async of this Client is resolved; False on timeout."""
-        t = options.optional_timeout("timeout", timeout)
-        conn = self._conn
-        if not conn.has_publisher:
-            return True
-        return conn.publisher().wait_complete(t)
-
-    # -- key-value ------------------------------------------------------------------
-
-    def create_key_value(
-        self, bucket: Union[str, "KeyValueConfig", None] = None, config: Optional["KeyValueConfig"] = None, **fields: Any
-    ) -> "KeyValue":
-        """Create a key-value bucket from a name or :class:`KeyValueConfig`
-        plus its fields as keywords (``history=1``, ``ttl=None`` seconds,
-        ``max_value_size``, ``max_bytes``, ``replicas=1``, ``storage="file"``,
-        ``description``, ``republish``, ``placement``, ``compression=False``,
-        ``limit_marker_ttl=None`` seconds, ``metadata``). Idempotent for the
-        same configuration; BucketExistsError for another one."""
-        from . import _kv_bucket as kv
-
-        return kv.upsert_bucket(self, bucket, config, fields, "create")
-
-    def update_key_value(
-        self, bucket: Union[str, "KeyValueConfig", None] = None, config: Optional["KeyValueConfig"] = None, **fields: Any
-    ) -> "KeyValue":
-        """Replace a bucket's configuration (fields as :meth:`create_key_value`); BucketNotFoundError."""
-        from . import _kv_bucket as kv
-
-        return kv.upsert_bucket(self, bucket, config, fields, "update")
-
-    def create_or_update_key_value(
-        self, bucket: Union[str, "KeyValueConfig", None] = None, config: Optional["KeyValueConfig"] = None, **fields: Any
-    ) -> "KeyValue":
-        """Update a bucket, or create it when there is none (fields as :meth:`create_key_value`)."""
-        from . import _kv_bucket as kv
-
-        return kv.upsert_bucket(self, bucket, config, fields, "")
-
-    def key_value(self, bucket: str) -> "KeyValue":
-        """A handle on an existing bucket; BucketNotFoundError, BadBucketError."""
-        from . import _kv_bucket as kv
-
-        return kv.open_bucket(self, bucket)
-
-    def delete_key_value(self, bucket: str) -> None:
-        """Delete a bucket and all its keys; BucketNotFoundError."""
-        from . import _kv_bucket as kv
-
-        kv.delete_bucket(self, bucket)
-
-    def key_value_names(self) -> List[str]:
-        """Names of all buckets."""
-        from . import _kv_bucket as kv
-
-        return kv.bucket_names(self)
-
-    def key_value_buckets(self) -> List["KeyValueStatus"]:
-        """Status of every bucket."""
-        from . import _kv_bucket as kv
-
-        return kv.bucket_statuses(self)
-    # -- object store --
-
-    def create_object_store(
-        self, bucket: Union[str, "ObjectStoreConfig", None] = None, config: Optional["ObjectStoreConfig"] = None,
-        **fields: Any,
-    ) -> "ObjectStore":  # fmt: skip
-        """Create an object store (ADR-20) from a bucket name and/or an
-        :class:`ObjectStoreConfig`, fields as keywords: ``description``,
-        ``ttl`` (seconds), ``max_bytes``, ``storage`` ("file"), ``replicas``
-        (1), ``placement``, ``compression`` (False), ``metadata``. The same
-        config again is a no-op; another raises ObjectStoreExistsError."""
-        from . import object_store as obs
-
-        return obs.upsert(self, obs.store_config(config, bucket, fields), "create")
-
-    def update_object_store(
-        self, bucket: Union[str, "ObjectStoreConfig", None] = None, config: Optional["ObjectStoreConfig"] = None,
-        **fields: Any,
-    ) -> "ObjectStore":  # fmt: skip
-        """Replace an object store's config (fields left out get their
-        defaults); ObjectStoreNotFoundError if it does not exist."""
-        from . import object_store as obs
-
-        return obs.upsert(self, obs.store_config(config, bucket, fields), "update")
-
-    def create_or_update_object_store(
-        self, bucket: Union[str, "ObjectStoreConfig", None] = None, config: Optional["ObjectStoreConfig"] = None,
-        **fields: Any,
-    ) -> "ObjectStore":  # fmt: skip
-        from . import object_store as obs
-
-        return obs.upsert(self, obs.store_config(config, bucket, fields), "")
-
-    def object_store(self, bucket: str) -> "ObjectStore":
-        """A handle on an existing object store; ObjectStoreNotFoundError otherwise."""
-        from . import object_store as obs
-
-        return obs.bind(self, bucket)
-
-    def delete_object_store(self, bucket: str) -> None:
-        """Delete an object store and every object in it."""
-        from . import object_store as obs
-
-        obs.delete(self, bucket)
-
-    def object_store_names(self) -> List[str]:
-        from . import object_store as obs
-
-        return obs.names(self)
-
-    def object_stores(self) -> List["ObjectStoreStatus"]:
-        """The status of every object store."""
-        from . import object_store as obs
-
-        return obs.statuses(self)
-
 
 def _positive(name: str, value: Any, allow_zero: bool = False) -> int:
     return options.count(name, value, allow_zero=allow_zero)

@@ -1,0 +1,124 @@
+"""Key-value buckets and object stores on JetStream: bucket management
+entry points (the buckets themselves are in ``kv.py`` and ``object_store.py``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, List, Optional, Union
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .kv import KeyValue, KeyValueConfig, KeyValueStatus
+    from .object_store import ObjectStore, ObjectStoreConfig, ObjectStoreStatus
+
+
+class Buckets:
+    """Key-value and object-store management (mixed into JetStream)."""
+
+    # -- key-value ------------------------------------------------------------------
+
+    def create_key_value(
+        self, bucket: Union[str, "KeyValueConfig", None] = None, config: Optional["KeyValueConfig"] = None, **fields: Any
+    ) -> "KeyValue":
+        """Create a key-value bucket from a name or :class:`KeyValueConfig`
+        plus its fields as keywords (``history=1``, ``ttl=None`` seconds,
+        ``max_value_size``, ``max_bytes``, ``replicas=1``, ``storage="file"``,
+        ``description``, ``republish``, ``placement``, ``compression=False``,
+        ``limit_marker_ttl=None`` seconds, ``metadata``). Idempotent for the
+        same configuration; BucketExistsError for another one."""
+        from . import _kv_bucket as kv
+
+        return kv.upsert_bucket(self, bucket, config, fields, "create")
+
+    def update_key_value(
+        self, bucket: Union[str, "KeyValueConfig", None] = None, config: Optional["KeyValueConfig"] = None, **fields: Any
+    ) -> "KeyValue":
+        """Replace a bucket's configuration (fields as :meth:`create_key_value`); BucketNotFoundError."""
+        from . import _kv_bucket as kv
+
+        return kv.upsert_bucket(self, bucket, config, fields, "update")
+
+    def create_or_update_key_value(
+        self, bucket: Union[str, "KeyValueConfig", None] = None, config: Optional["KeyValueConfig"] = None, **fields: Any
+    ) -> "KeyValue":
+        """Update a bucket, or create it when there is none (fields as :meth:`create_key_value`)."""
+        from . import _kv_bucket as kv
+
+        return kv.upsert_bucket(self, bucket, config, fields, "")
+
+    def key_value(self, bucket: str) -> "KeyValue":
+        """A handle on an existing bucket; BucketNotFoundError, BadBucketError."""
+        from . import _kv_bucket as kv
+
+        return kv.open_bucket(self, bucket)
+
+    def delete_key_value(self, bucket: str) -> None:
+        """Delete a bucket and all its keys; BucketNotFoundError."""
+        from . import _kv_bucket as kv
+
+        kv.delete_bucket(self, bucket)
+
+    def key_value_names(self) -> List[str]:
+        """Names of all buckets."""
+        from . import _kv_bucket as kv
+
+        return kv.bucket_names(self)
+
+    def key_value_buckets(self) -> List["KeyValueStatus"]:
+        """Status of every bucket."""
+        from . import _kv_bucket as kv
+
+        return kv.bucket_statuses(self)
+    # -- object store --
+
+    def create_object_store(
+        self, bucket: Union[str, "ObjectStoreConfig", None] = None, config: Optional["ObjectStoreConfig"] = None,
+        **fields: Any,
+    ) -> "ObjectStore":  # fmt: skip
+        """Create an object store (ADR-20) from a bucket name and/or an
+        :class:`ObjectStoreConfig`, fields as keywords: ``description``,
+        ``ttl`` (seconds), ``max_bytes``, ``storage`` ("file"), ``replicas``
+        (1), ``placement``, ``compression`` (False), ``metadata``. The same
+        config again is a no-op; another raises ObjectStoreExistsError."""
+        from . import object_store as obs
+
+        return obs.upsert(self, obs.store_config(config, bucket, fields), "create")
+
+    def update_object_store(
+        self, bucket: Union[str, "ObjectStoreConfig", None] = None, config: Optional["ObjectStoreConfig"] = None,
+        **fields: Any,
+    ) -> "ObjectStore":  # fmt: skip
+        """Replace an object store's config (fields left out get their
+        defaults); ObjectStoreNotFoundError if it does not exist."""
+        from . import object_store as obs
+
+        return obs.upsert(self, obs.store_config(config, bucket, fields), "update")
+
+    def create_or_update_object_store(
+        self, bucket: Union[str, "ObjectStoreConfig", None] = None, config: Optional["ObjectStoreConfig"] = None,
+        **fields: Any,
+    ) -> "ObjectStore":  # fmt: skip
+        from . import object_store as obs
+
+        return obs.upsert(self, obs.store_config(config, bucket, fields), "")
+
+    def object_store(self, bucket: str) -> "ObjectStore":
+        """A handle on an existing object store; ObjectStoreNotFoundError otherwise."""
+        from . import object_store as obs
+
+        return obs.bind(self, bucket)
+
+    def delete_object_store(self, bucket: str) -> None:
+        """Delete an object store and every object in it."""
+        from . import object_store as obs
+
+        obs.delete(self, bucket)
+
+    def object_store_names(self) -> List[str]:
+        from . import object_store as obs
+
+        return obs.names(self)
+
+    def object_stores(self) -> List["ObjectStoreStatus"]:
+        """The status of every object store."""
+        from . import object_store as obs
+
+        return obs.statuses(self)

@@ -1,0 +1,191 @@
+"""Publishing to JetStream: acknowledged, asynchronous, atomic batches and
+counters. Part of :class:`~jetstream_sync.JetStream` (split out by concept)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Union
+
+from nats.nuid import NUID
+
+from . import errors, options
+from ._publish import check_publish, publish_headers
+from .client import as_bytes
+from .models import PubAck, StoredMsg
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._connection import Connection
+
+MAX_BATCH = 1000  # messages per atomic batch (the server's default limit, ADR-50)
+BatchItem = Union[Tuple[str, Union[bytes, str]], Tuple[str, Union[bytes, str], Optional[Dict[str, str]]]]
+_NUID = NUID()  # batch ids; NUID is not thread-safe
+_NUID_LOCK = threading.Lock()
+
+
+class Publishing:
+    """The publishing half of JetStream (mixed into it)."""
+
+    if TYPE_CHECKING:  # provided by JetStream
+        connection: "Connection"
+        timeout: float
+
+        def get_msg(self, stream: str, seq: Optional[int] = None, last_by_subject: Optional[str] = None) -> StoredMsg: ...
+
+    def publish(
+        self,
+        subject: str,
+        data: Union[bytes, str] = b"",
+        *,
+        headers: Optional[Dict[str, str]] = None,
+        msg_id: Optional[str] = None,
+        expected_stream: Optional[str] = None,
+        expected_last_seq: Optional[int] = None,
+        expected_last_subject_seq: Optional[int] = None,
+        expected_last_msg_id: Optional[str] = None,
+        expected_last_subject_seq_subject: Optional[str] = None,
+        msg_ttl: Optional[float] = None,
+        timeout: Optional[float] = None,
+    ) -> PubAck:
+        """Publish to a stream and wait for its acknowledgement.
+
+        ``msg_id`` sets ``Nats-Msg-Id`` (a repeat within the stream's duplicate
+        window returns a PubAck with ``duplicate=True``); the ``expected_*``
+        arguments set the ``Nats-Expected-*`` headers, and a mismatch raises
+        APIError (``expected_last_subject_seq_subject`` checks the last
+        sequence of another subject, wildcards allowed). ``msg_ttl`` (seconds,
+        at least 1; the stream needs ``allow_msg_ttl``) removes the message
+        after that long (ADR-43). A "no responders" reply is retried twice (ADR-22).
+        """
+        conn = self.connection
+        conn.check()
+        conn.loop_thread.check_usable()  # a blocking call: never on the loop thread
+        t = self.timeout if timeout is None else options.duration("timeout", timeout)
+        hdrs = publish_headers(
+            headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id,
+            expected_last_subject_seq_subject, msg_ttl,
+        )  # fmt: skip
+        payload = as_bytes(data)
+        hdr = check_publish(conn, subject, payload, hdrs)
+        # The same wire path as publish_async (no task per call).
+        return conn.publisher().publish_and_wait(subject, payload, hdrs, hdr, t)  # type: ignore[no-any-return]
+
+    def publish_async(
+        self,
+        subject: str,
+        data: Union[bytes, str] = b"",
+        *,
+        headers: Optional[Dict[str, str]] = None,
+        msg_id: Optional[str] = None,
+        expected_stream: Optional[str] = None,
+        expected_last_seq: Optional[int] = None,
+        expected_last_subject_seq: Optional[int] = None,
+        expected_last_msg_id: Optional[str] = None,
+        expected_last_subject_seq_subject: Optional[str] = None,
+        msg_ttl: Optional[float] = None,
+        timeout: Optional[float] = None,
+    ) -> "concurrent.futures.Future[PubAck]":
+        """Publish without waiting; the Future resolves to the PubAck.
+
+        At most ``max_pending`` publishes (see :meth:`set_publish_async_max_pending`,
+        default 4000) are in flight; beyond that this call blocks until acks
+        come back (or raises TimeoutError after ``timeout``). Use
+        :meth:`publish_async_complete` to wait for all of them.
+        """
+        conn = self.connection
+        conn.check()
+        t = self.timeout if timeout is None else options.duration("timeout", timeout)
+        hdrs = publish_headers(
+            headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id,
+            expected_last_subject_seq_subject, msg_ttl,
+        )  # fmt: skip
+        payload = as_bytes(data)
+        hdr = check_publish(conn, subject, payload, hdrs)
+        return conn.publisher().publish(subject, payload, hdrs, hdr, t)
+
+    def publish_batch(self, messages: Iterable[BatchItem], *, timeout: Optional[float] = None) -> PubAck:
+        """Atomic batch publish (ADR-50; the stream needs ``allow_atomic``,
+        server 2.12+): every message is stored, or none.
+
+        ``messages`` are ``(subject, data)`` or ``(subject, data, headers)``
+        tuples, 1 to 1000 of them (the server's limit), all checked before
+        anything is sent. Returns the PubAck of the commit (``batch_id``,
+        ``batch_size``); a refused batch raises APIError.
+        """
+        conn = self.connection
+        conn.check()
+        conn.loop_thread.check_usable()
+        t = self.timeout if timeout is None else options.duration("timeout", timeout)
+        items = list(messages) if not isinstance(messages, (str, bytes)) else None
+        if not items or len(items) > MAX_BATCH:
+            raise errors.InvalidOptionError(f"publish_batch takes 1 to {MAX_BATCH} (subject, data[, headers]) tuples")
+        with _NUID_LOCK:
+            batch_id = _NUID.next().decode()
+        prepared = []
+        for seq, item in enumerate(items, 1):
+            if not isinstance(item, tuple) or len(item) not in (2, 3):
+                raise errors.InvalidOptionError(f"batch item {seq} must be (subject, data) or (subject, data, headers)")
+            subject, data = item[0], item[1]
+            extra = item[2] if len(item) == 3 else None
+            if extra is not None and not isinstance(extra, Mapping):
+                raise errors.InvalidOptionError(f"headers of batch item {seq} must be a mapping, got {extra!r}")
+            hdrs = dict(extra or {})
+            hdrs.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(seq)})
+            if seq == len(items):
+                hdrs["Nats-Batch-Commit"] = "1"
+            payload = as_bytes(data)
+            check_publish(conn, subject, payload, hdrs)
+            prepared.append((subject, payload, hdrs))
+        resp = conn.run(self._apublish_batch(prepared, t), t + 1.0)
+        return PubAck.from_response(resp)
+
+    async def _apublish_batch(self, prepared: List[Tuple[str, bytes, Dict[str, str]]], timeout: float) -> Dict[str, Any]:
+        conn = self.connection
+        for subject, payload, hdrs in prepared[:-1]:
+            await conn.apublish(subject, payload, headers=hdrs)
+        subject, payload, hdrs = prepared[-1]
+        msg = await conn.request(subject, payload, timeout, headers=hdrs)
+        resp = json.loads(msg.data)
+        if resp.get("error"):
+            raise errors.APIError.from_error(resp["error"])
+        return resp  # type: ignore[no-any-return]
+
+    def counter_add(self, subject: str, delta: int = 1, *, timeout: Optional[float] = None) -> int:
+        """Add ``delta`` (any size, may be negative) to the counter on
+        ``subject`` and return its new value (ADR-49; the stream needs
+        ``allow_msg_counter``, server 2.12+)."""
+        if isinstance(delta, bool) or not isinstance(delta, int):
+            raise errors.InvalidOptionError(f"delta must be an integer, got {delta!r}")
+        ack = self.publish(subject, b"", headers={"Nats-Incr": f"{delta:+d}"}, timeout=timeout)
+        if ack.val is None:
+            raise errors.JetStreamError(f"stream {ack.stream!r} did not answer with a counter value")
+        return int(ack.val)
+
+    def counter_get(self, stream: str, subject: str) -> int:
+        """The value of the counter on ``subject`` (MsgNotFoundError if it has none)."""
+        msg = self.get_msg(stream, last_by_subject=subject)
+        try:
+            return int(json.loads(msg.data)["val"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise errors.JetStreamError(f"the last message on {subject!r} is not a counter value") from exc
+
+    def set_publish_async_max_pending(self, max_pending: int) -> None:
+        """Size of the publish_async window, shared by every JetStream
+        context of this Client (one publisher per connection)."""
+        self.connection.publisher().set_max_pending(max_pending)
+
+    @property
+    def publish_async_pending(self) -> int:
+        """publish_async calls of this Client not yet acknowledged."""
+        conn = self.connection
+        return conn.publisher().pending if conn.has_publisher else 0
+
+    def publish_async_complete(self, timeout: Optional[float] = None) -> bool:
+        """Block until every publish_async of this Client is resolved; False on timeout."""
+        t = options.optional_timeout("timeout", timeout)
+        conn = self.connection
+        if not conn.has_publisher:
+            return True
+        return conn.publisher().wait_complete(t)
