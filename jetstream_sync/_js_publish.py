@@ -60,15 +60,11 @@ class Publishing:
         after that long (ADR-43). A "no responders" reply is retried twice (ADR-22).
         """
         conn = self.connection
-        conn.check()
         conn.loop_thread.check_usable()  # a blocking call: never on the loop thread
-        t = self.timeout if timeout is None else options.duration("timeout", timeout)
-        hdrs = publish_headers(
-            headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id,
-            expected_last_subject_seq_subject, msg_ttl,
+        t, payload, hdrs, hdr = self._prepare(
+            subject, data, timeout, headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
+            expected_last_msg_id, expected_last_subject_seq_subject, msg_ttl,
         )  # fmt: skip
-        payload = as_bytes(data)
-        hdr = check_publish(conn, subject, payload, hdrs)
         # The same wire path as publish_async (no task per call).
         return conn.publisher().publish_and_wait(subject, payload, hdrs, hdr, t)  # type: ignore[no-any-return]
 
@@ -94,16 +90,23 @@ class Publishing:
         come back (or raises TimeoutError after ``timeout``). Use
         :meth:`publish_async_complete` to wait for all of them.
         """
+        t, payload, hdrs, hdr = self._prepare(
+            subject, data, timeout, headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
+            expected_last_msg_id, expected_last_subject_seq_subject, msg_ttl,
+        )  # fmt: skip
+        return self.connection.publisher().publish(subject, payload, hdrs, hdr, t)
+
+    def _prepare(
+        self, subject: str, data: Union[bytes, str], timeout: Optional[float], headers: Optional[Dict[str, str]],
+        *expectations: Any,
+    ) -> Tuple[float, bytes, Optional[Dict[str, str]], bytes]:
+        """Checks in the calling thread: (timeout, payload, headers, header block)."""
         conn = self.connection
         conn.check()
         t = self.timeout if timeout is None else options.duration("timeout", timeout)
-        hdrs = publish_headers(
-            headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq, expected_last_msg_id,
-            expected_last_subject_seq_subject, msg_ttl,
-        )  # fmt: skip
+        hdrs = publish_headers(headers, *expectations)
         payload = as_bytes(data)
-        hdr = check_publish(conn, subject, payload, hdrs)
-        return conn.publisher().publish(subject, payload, hdrs, hdr, t)
+        return t, payload, hdrs, check_publish(conn, subject, payload, hdrs)
 
     def publish_batch(self, messages: Iterable[BatchItem], *, timeout: Optional[float] = None) -> PubAck:
         """Atomic batch publish (ADR-50; the stream needs ``allow_atomic``,
