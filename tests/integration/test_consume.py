@@ -204,8 +204,10 @@ def test_handler_that_stops_and_drains(js, subj, cons):
     publish(js, subj, 5)
     handled = []
     holder = {}
+    started = threading.Event()
 
     def handler(msg):
+        started.wait(5)  # the handler may run before consume() returned the context
         handled.append(msg)
         msg.ack()
         if len(handled) == 2:
@@ -213,6 +215,7 @@ def test_handler_that_stops_and_drains(js, subj, cons):
             holder["cc"].stop()
 
     holder["cc"] = cons.consume(handler)
+    started.set()
     assert holder["cc"].wait(5)
     assert len(handled) == 2
 

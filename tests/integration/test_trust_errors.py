@@ -569,12 +569,15 @@ def test_consume_wait_returns_with_final_stats(js, stream, subj):
     cons = stream.create_consumer(durable_name="c2", ack_policy="explicit", ack_wait=30)
     publish(js, subj, 20)
     box = {}
+    started = threading.Event()
 
     def handler(msg):
+        started.wait(5)  # the handler may run before consume() returned the context
         msg.ack()
         box["cc"].stop()
 
     box["cc"] = cons.consume(handler, max_messages=10)
+    started.set()
     assert box["cc"].wait(10)
     stats = box["cc"].stats
     assert stats.delivered == 1 and stats.nakd_on_stop == 9
