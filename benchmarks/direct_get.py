@@ -67,7 +67,7 @@ def main() -> None:
         nc.close()
         title = f"Reading a sequence range, {n:,} x {args.size} B, file storage, one process"
         print_table(title, list(results.values()))
-        ratios = print_pairs(results, [("r2", "r1", "direct get / consumer", None)])
+        ratios = print_pairs(results, [("direct get / ephemeral consumer (the reader keeps the faster)", "r2", "r1", None)])
         save("direct_get", {"ratios": ratios, "count": n, "size": args.size, "batch": batch}, list(results.values()), title)
     finally:
         server.cleanup()
