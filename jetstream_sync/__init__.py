@@ -3,6 +3,7 @@
 Importing the package starts no thread and imports no pyspark.
 """
 
+from ._shared import close_shared_clients, shared_client
 from ._signals import install_signal_handlers
 from .client import Client, Subscription, connect
 from ._push import PushStats
@@ -110,6 +111,8 @@ __version__ = "0.1.0"
 __all__ = [
     "connect",
     "install_signal_handlers",
+    "shared_client",
+    "close_shared_clients",
     "Client",
     "Subscription",
     "JetStream",
