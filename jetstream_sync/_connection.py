@@ -353,9 +353,11 @@ class Connection:
             _log.debug("connection error: %r", exc)
         await self._dispatch_user("error_cb", err)
 
-    def report_error(self, exc: BaseException) -> None:
-        """Any thread: pass an asynchronous problem (slow consumer …) to error_cb."""
-        _log.warning("%s", exc)
+    def report_error(self, exc: BaseException, log: bool = True) -> None:
+        """Any thread: pass an asynchronous problem (slow consumer, a failed
+        callback …) to error_cb; ``log=False`` when the caller logged it."""
+        if log:
+            _log.warning("%s", exc)
         if "error_cb" in self._user_cbs:
             try:
                 self.call_soon(self._report_now, exc)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import collections
+import inspect
+import logging
 import threading
-from typing import TYPE_CHECKING, Any, Deque, Dict, Iterator, List, Optional, Union
+from typing import (
+    TYPE_CHECKING, Any, Awaitable, Callable, Deque, Dict, Iterator, List, Optional, TypeVar, Union,
+)
 
 from nats.aio.client import Client as _NatsClient
 
 from . import errors, options
+from .options import as_bytes
 from ._connection import Connection, Resource
 from .message import Msg, WireMsg
 
@@ -16,6 +21,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .jetstream import JetStream
 
 __all__ = ["connect", "Client", "Subscription"]
+
+T = TypeVar("T")
+_log = logging.getLogger("jetstream_sync.subscription")
 
 # nats-py's defaults for a subscription's unread backlog.
 DEFAULT_PENDING_MSGS_LIMIT = 512 * 1024
@@ -147,11 +155,21 @@ class Client:
         self,
         subject: str,
         queue: str = "",
+        cb: Optional[Callable[[Msg], Any]] = None,
         *,
         pending_msgs_limit: int = DEFAULT_PENDING_MSGS_LIMIT,
         pending_bytes_limit: int = DEFAULT_PENDING_BYTES_LIMIT,
     ) -> "Subscription":
-        """Subscribe to a core NATS subject; read with ``next_msg()`` or iterate.
+        """Subscribe to a core NATS subject; read with ``next_msg()`` or iterate,
+        or pass ``cb``.
+
+        ``cb(msg)`` runs on a worker thread of this subscription, one message
+        at a time in order, so it may block and call this API (``msg.respond()``
+        included). An exception it raises is logged with its traceback and
+        passed to the connection's ``error_cb``; the next message still comes.
+        ``unsubscribe()`` stops it after the current message, ``drain()``
+        after the messages already received. ``async def`` callbacks are
+        refused: use ``run_async`` or nats-py for those.
 
         At most ``pending_msgs_limit`` messages / ``pending_bytes_limit``
         bytes wait unread (nats-py's defaults); beyond that messages are
@@ -163,6 +181,7 @@ class Client:
         options.subject(subject, wildcards=True)
         if queue:
             options.name("queue group", queue)
+        options.handler("cb", cb, optional=True)
         sub = Subscription(conn, subject, _limit("pending_msgs_limit", pending_msgs_limit),
                            _limit("pending_bytes_limit", pending_bytes_limit))
         conn.register(sub)
@@ -171,7 +190,35 @@ class Client:
         except BaseException:
             conn.unregister(sub)
             raise
+        if cb is not None:
+            sub._start_callback(cb)
         return sub
+
+    def run_async(self, fn: Callable[[_NatsClient], Awaitable[T]], timeout: Optional[float] = 30.0) -> T:
+        """The escape hatch to nats-py: ``await fn(nats_py_client)`` on the
+        loop thread and return its result, within ``timeout`` seconds (None:
+        no limit; on timeout the work is cancelled and TimeoutError raised).
+
+        For what this API lacks, e.g.
+        ``nc.run_async(lambda c: c.subscribe("x", cb=on_msg))``. ``fn`` runs
+        on the loop thread: it must not block, nor call this blocking API
+        (that raises DeadlockError); nats-py errors are translated as
+        everywhere else (the original is ``__cause__``).
+        """
+        conn = self._conn
+        conn.check()
+        t = options.optional_timeout("timeout", timeout)
+        if not callable(fn):
+            raise errors.InvalidOptionError(f"fn must be callable, got {fn!r}")
+        nc = self.async_client
+
+        async def call() -> T:
+            result = fn(nc)
+            if not inspect.isawaitable(result):
+                raise errors.InvalidOptionError("fn(client) must return a coroutine (use an async def or a lambda)")
+            return await result
+
+        return conn.run(call(), t)
 
     def new_inbox(self) -> str:
         """A unique inbox subject (``_INBOX.<nuid>``, or the connection's inbox prefix)."""
@@ -237,6 +284,26 @@ class Subscription(Resource):
         self._ended: Optional[BaseException] = None
         self._slow = False  # in a slow-consumer episode (report once per episode)
         self.dropped = 0
+        self._cb_thread: Optional[threading.Thread] = None  # set once, before any message is read
+
+    def _start_callback(self, cb: Callable[[Msg], Any]) -> None:
+        self._cb_thread = threading.Thread(
+            target=self._run_callback, args=(cb,), name=f"jetstream-sync-sub-{self.subject}", daemon=True
+        )
+        self._cb_thread.start()
+
+    def _run_callback(self, cb: Callable[[Msg], Any]) -> None:
+        """The callback thread: one message at a time, until the subscription ends."""
+        while True:
+            try:
+                msg = self._take(None)
+            except errors.JetStreamError:
+                return
+            try:
+                cb(msg)
+            except Exception as exc:
+                _log.warning("subscription callback raised for %s", msg.subject, exc_info=exc)
+                self._conn.report_error(exc, log=False)
 
     def __repr__(self) -> str:
         return f"<jetstream_sync.Subscription {self.subject!r}>"
@@ -269,6 +336,11 @@ class Subscription(Resource):
         (None: no limit) and ConnectionClosedError once the subscription ended."""
         self._conn.check_fork()
         t = options.optional_timeout("timeout", timeout)
+        if self._cb_thread is not None:
+            raise errors.InvalidOptionError("this subscription has a callback: its messages go to it")
+        return self._take(t)
+
+    def _take(self, t: Optional[float]) -> Msg:
         with self._cond:
             if not self._cond.wait_for(lambda: self._items or self._ended is not None, t):
                 raise errors.TimeoutError("no message within %.3fs" % t)
@@ -289,34 +361,44 @@ class Subscription(Resource):
             except errors.ConnectionClosedError:
                 return
 
-    def _end(self, error: BaseException) -> None:
+    def _end(self, error: BaseException, discard: bool = False) -> None:
         with self._cond:
             if self._ended is None:
                 self._ended = error
+            if discard and self._cb_thread is not None:  # a callback gets nothing more
+                self._items.clear()
+                self._bytes = 0
             self._cond.notify_all()
 
     def unsubscribe(self) -> None:
-        """Remove interest; messages already received stay readable."""
+        """Remove interest; messages already received stay readable (with a
+        callback: it stops after the message in hand)."""
+        self._remove_interest(drain=False, timeout=5.0)
+        self._end(errors.ConnectionClosedError("unsubscribed"), discard=True)
+
+    def drain(self, timeout: float = 5.0) -> bool:
+        """Remove interest once what the server already sent has arrived; a
+        callback handles all of it, and this waits (up to ``timeout``) until
+        it did. True when everything was handled in time."""
+        t = options.duration("timeout", timeout)
+        self._remove_interest(drain=True, timeout=t)
+        self._end(errors.ConnectionClosedError("drained"))
+        thread = self._cb_thread
+        if thread is None or thread is threading.current_thread():
+            return True
+        thread.join(t)
+        return not thread.is_alive()
+
+    def _remove_interest(self, drain: bool, timeout: float) -> None:
         if self._ended is not None:
             return
         conn = self._conn
         if self._sid is not None and not conn.closing:
             try:
-                conn.run(conn.unsubscribe(self._sid), 5.0)
+                conn.run(conn.unsubscribe(self._sid, drain=drain, timeout=timeout), timeout + 1.0)
             except errors.ConnectionClosedError:
                 pass
         conn.unregister(self)
-        self._end(errors.ConnectionClosedError("unsubscribed"))
 
     def connection_closing(self, error: BaseException) -> None:
-        self._end(error)
-
-
-def as_bytes(data: Any) -> bytes:
-    if isinstance(data, bytes):
-        return data
-    if isinstance(data, (bytearray, memoryview)):
-        return bytes(data)
-    if isinstance(data, str):
-        return data.encode()
-    raise errors.InvalidOptionError(f"data must be bytes or str, not {type(data).__name__}")
+        self._end(error, discard=True)

@@ -32,6 +32,7 @@ builtins keeps working. Errors translated from nats-py keep it as ``__cause__``.
     ├── InvalidOptionError (also ValueError)
     ├── MsgAlreadyAckedError
     ├── NotJSMessageError
+    ├── RespondError
     ├── TimeoutError (also the builtin TimeoutError)
     ├── ForkedProcessError (also RuntimeError)
     ├── DeadlockError (also RuntimeError)
@@ -312,6 +313,11 @@ class MsgAlreadyAckedError(JetStreamError):
 
 class NotJSMessageError(JetStreamError):
     """The message is not a JetStream message (no or malformed ``$JS.ACK`` reply)."""
+
+
+class RespondError(JetStreamError):
+    """``msg.respond()`` is not possible: the message has no reply subject,
+    or it is a JetStream message (answered with ``ack()`` and friends)."""
 
 
 class TimeoutError(JetStreamError, builtins.TimeoutError):

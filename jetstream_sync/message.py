@@ -223,6 +223,30 @@ class Msg:
         conn = self._conn
         self._terminal(options.term_reason(reason, conn.max_payload if conn is not None else 1024 * 1024))
 
+    def respond(self, data: bytes = b"", headers: Optional[Dict[str, str]] = None) -> None:
+        """Publish ``data`` to this message's reply subject (a request's
+        answer), as nats-py's ``msg.respond()``; returns once it is written.
+
+        Raises :class:`RespondError` without a reply subject, and for a
+        JetStream message: its reply subject is the ack subject, so a
+        response would ack it; use :meth:`ack` (or ``nak``/``term``).
+        """
+        if not self._reply:
+            raise errors.RespondError(f"cannot respond to a message on {self.subject!r}: it has no reply subject")
+        if self._reply.startswith(b"$JS.ACK."):
+            raise errors.RespondError(
+                "cannot respond to a JetStream message: its reply subject is the ack subject; use msg.ack()"
+            )
+        conn = self._conn
+        if conn is None:
+            raise errors.RespondError("cannot respond: the message is not bound to a client")
+        conn.check()
+        payload = options.as_bytes(data)
+        reply = self.reply
+        hdr = options.header_block(headers) if headers else b""
+        options.payload_size(len(hdr) + len(payload), conn.max_payload)
+        conn.run(conn.apublish(reply, payload, "", headers), 30.0)
+
     def ack_sync(self, timeout: float = 5.0) -> None:
         """Acknowledge and wait until the server confirms it (a "double ack").
 

@@ -117,6 +117,17 @@ def duration(
     return seconds
 
 
+def as_bytes(data: Any) -> bytes:
+    """A message payload as bytes (str is UTF-8 encoded)."""
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    if isinstance(data, str):
+        return data.encode()
+    raise errors.InvalidOptionError(f"data must be bytes or str, not {type(data).__name__}")
+
+
 def handler(what: str, fn: Any, optional: bool = False) -> Any:
     """A plain callable for a worker thread to call. A coroutine function
     (an ``async def`` ported from nats-py) is refused: called from a thread
