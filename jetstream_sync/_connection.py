@@ -53,7 +53,7 @@ from ._wire import (
 __all__ = ["Connection", "translate", "redact_url", "Resource"]
 
 T = TypeVar("T")
-_log = logging.getLogger("jetstream_sync.connection")
+_log = logging.getLogger(__name__)
 
 EVENTS = ("disconnected", "reconnected", "closed")
 _USER_CALLBACKS = ("error_cb", "disconnected_cb", "closed_cb", "discovered_server_cb", "reconnected_cb")
@@ -152,6 +152,9 @@ class Connection:
         self._tls_wanted = False
         self.pong_fixed = False  # nats-py's late-PONG bug is worked around
         self._servers: List[str] = []
+        # The server URL (password redacted) last connected to, for the logs:
+        # nats-py forgets it at a disconnect. Written on the loop thread only.
+        self.last_url: Optional[str] = None
         self._subs: Dict[int, Any] = {}  # sid -> nats-py subscription (loop thread)
         self.in_child = False  # set in a forked child by the at-fork hook
         _live.add(self)
@@ -280,6 +283,8 @@ class Connection:
                 if not self._secure_enough():
                     await self._close_quietly(nc)
                     raise self._no_servers(_InsecureServer())
+                self.last_url = self.connected_url
+                _log.info("connected to %s", self.last_url)
                 return
             cause: Optional[BaseException] = failed.result() if failed in done else None
             connecting.cancel()
@@ -317,10 +322,7 @@ class Connection:
 
     def _event_cb(self, event: str) -> Callable[[], Awaitable[None]]:
         async def fire() -> None:
-            if event in ("disconnected", "reconnected"):
-                url = self.connected_url or ""
-                level = logging.WARNING if event == "disconnected" and not self.closing else logging.INFO
-                _log.log(level, "%s %s", event, url)
+            self._log_event(event)
             if event == "reconnected":
                 self._check_reconnected_secure()
             for listener in list(self._listeners.get(event, ())):
@@ -331,6 +333,18 @@ class Connection:
             await self._dispatch_user(f"{event}_cb")
 
         return fire
+
+    def _log_event(self, event: str) -> None:
+        """Loop thread: connection events at INFO, an unasked-for disconnect
+        at WARNING; URLs come from connected_url, so without passwords."""
+        if event == "disconnected":
+            level = logging.INFO if self.closing else logging.WARNING
+            _log.log(level, "disconnected from %s", self.last_url or "the server")
+        elif event == "reconnected":
+            self.last_url = self.connected_url or self.last_url
+            _log.info("reconnected to %s", self.last_url)
+        elif event == "closed":
+            _log.info("connection to %s closed", self.last_url or "the server")
 
     def _check_reconnected_secure(self) -> None:
         if not self._secure_enough():

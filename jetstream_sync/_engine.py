@@ -25,7 +25,7 @@ from .options import StatusKind, Watchdog, classify_status
 if TYPE_CHECKING:  # pragma: no cover
     from ._connection import Connection
 
-_log = logging.getLogger("jetstream_sync.pull")
+_log = logging.getLogger(__name__)
 monotonic = time.monotonic
 
 SHUTDOWN_FLUSH = 5.0

@@ -29,7 +29,7 @@ from . import errors
 __all__ = ["LoopThread", "register_exit_hook"]
 
 T = TypeVar("T")
-_log = logging.getLogger("jetstream_sync")
+_log = logging.getLogger(__name__)
 _counter = itertools.count(1)
 _live: "weakref.WeakSet[LoopThread]" = weakref.WeakSet()
 _exit_hooks: "list[weakref.ReferenceType[Any]]" = []
@@ -480,7 +480,7 @@ def _log_task_error(task: "asyncio.Task[Any]") -> None:
         return
     exc = task.exception()
     if exc is not None:
-        _log.error("jetstream_sync background task failed", exc_info=exc)
+        _log.error("background task failed", exc_info=exc)
 
 
 def _after_fork_in_child() -> None:

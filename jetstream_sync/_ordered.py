@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._connection import Connection
     from .jetstream import JetStream
 
-_log = logging.getLogger("jetstream_sync.ordered")
+_log = logging.getLogger(__name__)
 
 RESET_BACKOFF_START = 1.0
 RESET_BACKOFF_MAX = 10.0

@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["AckOutbox"]
 
-_log = logging.getLogger("jetstream_sync.acks")
+_log = logging.getLogger(__name__)
 
 # An ack subject as received (bytes) or as a str; both are sent alike.
 Subject = Union[str, bytes]

@@ -12,7 +12,7 @@ from . import errors, options
 if TYPE_CHECKING:  # pragma: no cover
     from ._connection import Connection
 
-_log = logging.getLogger("jetstream_sync.publish")
+_log = logging.getLogger(__name__)
 
 # The longest reply subject the publisher uses: its inbox prefix and a token.
 _REPLY_ROOM = len("_INBOX.") + 22 + 1 + 20

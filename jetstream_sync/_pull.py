@@ -38,7 +38,7 @@ from .options import (
 if TYPE_CHECKING:  # pragma: no cover
     from ._connection import Connection
 
-_log = logging.getLogger("jetstream_sync.pull")
+_log = logging.getLogger(__name__)
 monotonic = time.monotonic
 
 _LIMIT_BACKOFF_START = 1.0

@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["PushTarget", "PushStats", "PushEngine"]
 
-_log = logging.getLogger("jetstream_sync.push")
+_log = logging.getLogger(__name__)
 _NEVER = 1 << 62  # a take number no caller reaches: no flow-control answer pending
 _FC_STATUS = b"NATS/1.0 100"
 _FC_KEY = "100 FlowControl Request"

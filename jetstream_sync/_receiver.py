@@ -26,7 +26,7 @@ from .message import NAK, Msg, reply_bytes
 if TYPE_CHECKING:  # pragma: no cover
     from ._connection import Connection
 
-_log = logging.getLogger("jetstream_sync.pull")
+_log = logging.getLogger(__name__)
 monotonic = time.monotonic
 
 _PACE_WEIGHT = 0.2  # EWMA weight of a new pace sample

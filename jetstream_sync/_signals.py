@@ -20,7 +20,7 @@ from ._connection import live_connections
 
 __all__ = ["install_signal_handlers"]
 
-_log = logging.getLogger("jetstream_sync.signals")
+_log = logging.getLogger(__name__)
 _shutting_down = threading.Event()
 
 

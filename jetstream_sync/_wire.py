@@ -55,7 +55,7 @@ __all__ = [
     "server_info",
 ]
 
-_log = logging.getLogger("jetstream_sync")
+_log = logging.getLogger(__name__)
 
 # handler(subject: bytes, reply: bytes, data: bytes, headers: Optional[bytes])
 Handler = Callable[[bytes, bytes, bytes, Optional[bytes]], None]
@@ -276,7 +276,7 @@ class FastParser(Parser):
                         try:
                             sink.on_status(payload)
                         except Exception:  # never let a sink end the read loop
-                            _log.exception("jetstream_sync: status handler failed")
+                            _log.exception("status handler failed")
                     continue
                 if hsize:
                     headers: Optional[bytes] = payload[:hsize]
@@ -290,7 +290,7 @@ class FastParser(Parser):
                 try:
                     handler(subject, reply, payload, headers)
                 except Exception:  # never let a handler end the read loop
-                    _log.exception("jetstream_sync: message handler failed")
+                    _log.exception("message handler failed")
         finally:
             self._hand_over(batches)
             if not split:
@@ -310,7 +310,7 @@ class FastParser(Parser):
                 try:
                     sink.on_msgs(msgs)
                 except Exception:  # never let a sink end the read loop
-                    _log.exception("jetstream_sync: message handler failed")
+                    _log.exception("message handler failed")
 
 
 def fix_late_pong(nc: _NatsClient) -> bool:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["connect", "Client", "Subscription"]
 
 T = TypeVar("T")
-_log = logging.getLogger("jetstream_sync.subscription")
+_log = logging.getLogger(__name__)
 
 # nats-py's defaults for a subscription's unread backlog.
 DEFAULT_PENDING_MSGS_LIMIT = 512 * 1024

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["MessagesContext", "ConsumeContext", "FetchResult", "PullStats"]
 
-_log = logging.getLogger("jetstream_sync.consume")
+_log = logging.getLogger(__name__)
 ErrorHandler = Callable[[BaseException], Any]
 # engine(conn, receiver, target, opts): the loop side of a context (PullEngine, PushEngine)
 EngineFactory = Callable[["Connection", Receiver, Any, Any], Any]

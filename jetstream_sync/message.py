@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Msg", "Metadata", "SequencePair", "parse_metadata", "consumer_sequence"]
 
-_log = logging.getLogger("jetstream_sync.message")
+_log = logging.getLogger(__name__)
 
 # nats-py's frozen dataclasses carry exactly the fields ADR-15 defines.
 Metadata = _NatsMsg.Metadata

@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["PullSubscription", "PushSubscription", "bind_check"]
 
-_log = logging.getLogger("jetstream_sync.subscribe")
+_log = logging.getLogger(__name__)
 _RETRY_START = 0.05  # seconds before re-pulling after a 409 limit warning, doubling
 _RETRY_MAX = 0.5
 Handler = Callable[[Msg], Any]

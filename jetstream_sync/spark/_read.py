@@ -14,7 +14,7 @@ import jetstream_sync as jss
 
 from ._clients import connection_settings, shared_client
 
-_log = logging.getLogger("jetstream_sync.spark")
+_log = logging.getLogger(__name__)
 
 class DataLossError(jss.JetStreamError):
     """Messages the query still needed were removed from the stream (purge, limits)."""
@@ -160,7 +160,7 @@ def check_loss(js: jss.JetStream, opts: ReadOptions, start: int) -> int:
             f"stream {opts.stream!r} no longer holds sequences {start}..{first - 1} "
             "(purged or removed by its limits); set failOnDataLoss=false to skip them"
         )
-    _log.warning("jetstream: sequences %d..%d of %s are gone; skipping them", start, first - 1, opts.stream)
+    _log.warning("sequences %d..%d of %s are gone; skipping them", start, first - 1, opts.stream)
     return first
 
 
@@ -278,7 +278,7 @@ def _nothing_left(cons: jss.Consumer, r: SeqRange, msg: Optional[jss.Msg], secon
             r, msg, f"no message for {r.timeout}s twice; the server reports {info.num_pending} "
             f"pending and {in_flight} sent but not received",
         )
-    _log.warning("jetstream: no message for %gs reading %s [%d, %d); waiting once more", r.timeout, r.stream, r.start, r.end)
+    _log.warning("no message for %gs reading %s [%d, %d); waiting once more", r.timeout, r.stream, r.start, r.end)
     return False
 
 
@@ -341,4 +341,4 @@ def _delete_quietly(cons: jss.Consumer, js: Optional[jss.JetStream] = None) -> N
         else:
             js.delete_consumer(cons.stream_name, cons.name)
     except jss.JetStreamError as exc:  # inactive_threshold removes it anyway
-        _log.debug("jetstream: could not delete consumer %s: %r", cons.name, exc)
+        _log.debug("could not delete consumer %s: %r", cons.name, exc)

@@ -12,7 +12,7 @@ import jetstream_sync as jss
 
 from ._clients import connection_settings, shared_client
 
-_log = logging.getLogger("jetstream_sync.spark")
+_log = logging.getLogger(__name__)
 
 # Resolve the oldest future once this many are outstanding: bounded memory,
 # and by then it has almost always been acknowledged.
@@ -151,7 +151,7 @@ def publish_partition(
         fields = row_fields(_columns(first), subject, subject_col, data_col, headers_col, msg_id_col)
         client = shared_client(servers=[s.strip() for s in servers.split(",")], **connect_options)
         counts = publish_rows(_chain(first, rows), fields, client, timeout)
-        _log.info("jetstream: partition published %d, %d duplicates", counts.published, counts.duplicates)
+        _log.info("partition published %d, %d duplicates", counts.published, counts.duplicates)
 
     return run
 

@@ -40,7 +40,7 @@ from ._write import PublishCounts, WriteOptions, publish_rows, row_fields
 
 __all__ = ["JetStreamDataSource", "SCHEMA"]
 
-_log = logging.getLogger("jetstream_sync.spark")
+_log = logging.getLogger(__name__)
 
 def _arrow_schema() -> Any:
     import pyarrow as pa
@@ -216,7 +216,7 @@ class _Writer:
         for m in messages:
             if isinstance(m, PublishedCommit):
                 total.add(PublishCounts(m.published, m.duplicates))
-        _log.info("jetstream: %s: %d published, %d duplicates dropped by the stream", what, total.published, total.duplicates)
+        _log.info("%s: %d published, %d duplicates dropped by the stream", what, total.published, total.duplicates)
         return total
 
 

@@ -1,0 +1,78 @@
+"""What the package logs: connection events with redacted URLs, handler
+exceptions with their traceback, module loggers under ``jetstream_sync``."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+import jetstream_sync as jss
+
+from ..helpers import publish
+
+pytestmark = pytest.mark.timeout(60)
+
+SECRET = "s3cr3t-pw"
+
+
+def _ours(caplog):
+    return [r for r in caplog.records if r.name.startswith("jetstream_sync")]
+
+
+def test_connection_events_are_logged_with_the_url_and_no_password(private_server, caplog):
+    url = private_server.url.replace("nats://", f"nats://alice:{SECRET}@")
+    reconnected = threading.Event()
+    caplog.set_level(logging.INFO, logger="jetstream_sync")
+    client = jss.connect(
+        url, reconnect_time_wait=0.2, max_reconnect_attempts=-1, reconnected_cb=lambda: reconnected.set()
+    )
+    try:
+        private_server.restart()
+        assert reconnected.wait(20)
+    finally:
+        client.close()
+
+    redacted = private_server.url.replace("nats://", "nats://alice:***@")
+    seen = [(r.getMessage(), r.levelno, r.name) for r in _ours(caplog)]
+    module = "jetstream_sync._connection"
+    assert (f"connected to {redacted}", logging.INFO, module) in seen, seen
+    assert (f"disconnected from {redacted}", logging.WARNING, module) in seen, seen  # the restart
+    assert (f"reconnected to {redacted}", logging.INFO, module) in seen, seen
+    assert (f"disconnected from {redacted}", logging.INFO, module) in seen, seen  # close(): expected
+    assert (f"connection to {redacted} closed", logging.INFO, module) in seen, seen
+    for record in caplog.records:
+        formatted = logging.Formatter().format(record)
+        assert SECRET not in formatted, formatted
+
+
+def test_a_consume_handler_exception_is_a_warning_with_its_traceback(js, stream, subj, cons, caplog):
+    publish(js, subj, 1)
+    failed = threading.Event()
+
+    def handler(msg: jss.Msg) -> None:
+        raise RuntimeError("handler broke")
+
+    caplog.set_level(logging.INFO, logger="jetstream_sync")
+    cc = cons.consume(handler, error_handler=lambda exc: failed.set())
+    try:
+        assert failed.wait(10)
+    finally:
+        cc.stop()
+        cc.wait(10)
+    records = [r for r in _ours(caplog) if "handler raised" in r.getMessage()]
+    assert records, [r.getMessage() for r in _ours(caplog)]
+    record = records[0]
+    assert record.levelno == logging.WARNING and record.name == "jetstream_sync.contexts"
+    assert record.exc_info is not None and isinstance(record.exc_info[1], RuntimeError)
+    assert "Traceback" in logging.Formatter().format(record)
+
+
+def test_no_message_repeats_the_logger_name(caplog):
+    # A record's name already says "jetstream_sync…"; the text must not say it again.
+    caplog.set_level(logging.DEBUG, logger="jetstream_sync")
+    with pytest.raises(jss.NoServersError):
+        jss.connect("nats://127.0.0.1:1", connect_timeout=0.5)
+    for record in _ours(caplog):
+        assert not record.getMessage().startswith("jetstream_sync"), record.getMessage()
