@@ -80,6 +80,8 @@ async def get_batch(
         if code:  # a status ends the batch: 204 EOB, 404 none, or an error
             if code in (b"204", b"404"):
                 done.set_result(None)
+            elif code == b"503":
+                done.set_exception(errors.NoRespondersError(f"no direct get on {subject}"))
             else:
                 line = hdr.split(b"\r\n", 1)[0].decode(errors="replace")  # type: ignore[union-attr]
                 done.set_exception(errors.APIError(int(code), 0, f"direct get: {line[9:]}"))

@@ -141,7 +141,12 @@ class Publishing:
             payload = as_bytes(data)
             check_publish(conn, subject, payload, hdrs)
             prepared.append((subject, payload, hdrs))
-        resp = conn.run(self._apublish_batch(prepared, t), t + 1.0)
+        try:
+            resp = conn.run(self._apublish_batch(prepared, t), t + 1.0)
+        except errors.TimeoutError as exc:
+            raise errors.TimeoutError(
+                f"atomic batch {batch_id} of {len(prepared)} messages: no answer to its commit within {t}s"
+            ) from exc
         return PubAck.from_response(resp)
 
     async def _apublish_batch(self, prepared: List[Tuple[str, bytes, Dict[str, str]]], timeout: float) -> Dict[str, Any]:
@@ -168,7 +173,7 @@ class Publishing:
 
     def counter_get(self, stream: str, subject: str) -> int:
         """The value of the counter on ``subject`` (MsgNotFoundError if it has none)."""
-        msg = self.get_msg(stream, last_by_subject=subject)
+        msg = self.get_msg(stream, last_by_subject=options.subject(subject))  # one counter: no wildcards
         try:
             return int(json.loads(msg.data)["val"])
         except (ValueError, KeyError, TypeError) as exc:

@@ -22,6 +22,8 @@ from . import errors, options
 from ._object import ObjectInfo, bucket_errors
 from .ordered import OrderedConsumer
 
+_PROBE_AFTER = 2.0  # seconds without a chunk before checking the object is still the one being read
+
 if TYPE_CHECKING:  # pragma: no cover
     from .contexts import MessagesContext
     from .jetstream import JetStream
@@ -62,6 +64,7 @@ class ObjectResult(io.RawIOBase):
         super().__init__()
         self._info = info
         self._timeout = timeout
+        self._js, self._bucket = js, bucket
         self._lock = threading.RLock()
         self._sha = hashlib.sha256()
         self._received = 0
@@ -123,12 +126,17 @@ class ObjectResult(io.RawIOBase):
             raise self._error
         if self._ctx is None:
             return None
-        try:
-            msg: "Msg" = self._ctx.next(timeout=self._timeout)
-        except errors.TimeoutError:
-            raise errors.TimeoutError(f"no chunk of object {self._info.name!r} within {self._timeout}s") from None
-        except errors.ConsumerStoppedError:
-            raise ValueError("I/O operation on closed ObjectResult") from None
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                msg: "Msg" = self._ctx.next(timeout=min(_PROBE_AFTER, max(deadline - time.monotonic(), 0.001)))
+                break
+            except errors.TimeoutError:
+                self._probe()  # chunks stopped: deleted or replaced meanwhile?
+                if time.monotonic() >= deadline:
+                    raise errors.TimeoutError(f"no chunk of object {self._info.name!r} within {self._timeout}s") from None
+            except errors.ConsumerStoppedError:
+                raise ValueError("I/O operation on closed ObjectResult") from None
         data = msg.data
         self._left -= 1
         self._received += len(data)
@@ -136,6 +144,28 @@ class ObjectResult(io.RawIOBase):
         if self._left <= 0 or self._received > self._info.size:
             self._finish()
         return data
+
+    def _probe(self) -> None:
+        """Raise at once if the object being read was deleted or replaced
+        (its chunks are purged: they will never come)."""
+        name = self._info.name
+        try:
+            msg = self._js.get_msg(obj.stream_name(self._bucket), last_by_subject=obj.meta_subject(self._bucket, name))
+            now = ObjectInfo.from_wire(json.loads(msg.data))
+        except errors.MsgNotFoundError:
+            now = None
+        except (errors.JetStreamError, ValueError):
+            return  # cannot tell (server busy, bad meta): keep waiting within the bound
+        if now is None or now.deleted:
+            self._error = errors.ObjectDeletedError(404, 0, f"object {name!r} was deleted while being read")
+        elif now.nuid != self._info.nuid:
+            self._error = errors.ObjectChangedError(f"object {name!r} was replaced while being read; get() it again")
+        else:
+            return
+        ctx, self._ctx = self._ctx, None
+        if ctx is not None:
+            ctx.stop()
+        raise self._error
 
     def _take(self, limit: int) -> Optional[memoryview]:
         """Up to ``limit`` bytes of the current chunk (the next chunk once it

@@ -56,6 +56,7 @@ builtins keeps working. Errors translated from nats-py keep it as ``__cause__``.
     ├── ObjectStoreNotFoundError       (a StreamNotFoundError)
     ├── ObjectNotFoundError            (a NotFoundError)
     │   └── ObjectDeletedError
+    ├── ObjectChangedError
     ├── ObjectAlreadyExistsError
     ├── DigestMismatchError (expected, actual)
     ├── BadObjectMetaError
@@ -118,6 +119,7 @@ __all__ = [
     "ObjectStoreNotFoundError",
     "ObjectNotFoundError",
     "ObjectDeletedError",
+    "ObjectChangedError",
     "ObjectAlreadyExistsError",
     "DigestMismatchError",
     "BadObjectMetaError",
@@ -433,6 +435,11 @@ class ObjectNotFoundError(NotFoundError):
 
 class ObjectDeletedError(ObjectNotFoundError):
     """The object exists only as a delete marker."""
+
+
+class ObjectChangedError(JetStreamError):
+    """The object was replaced while it was being read (its old chunks are
+    gone); get() it again."""
 
 
 class ObjectAlreadyExistsError(JetStreamError):

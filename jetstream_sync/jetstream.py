@@ -272,7 +272,7 @@ class JetStream(Publishing, Subscribing, Buckets):
             if not more:
                 break
             subjects.update(more)
-        if subjects:
+        if subjects or subjects_filter is not None:  # asked for: {} when nothing matches
             resp.setdefault("state", {})["subjects"] = subjects
         return StreamInfo.from_response(resp)
 
@@ -351,9 +351,7 @@ class JetStream(Publishing, Subscribing, Buckets):
             try:
                 return self._conn.run(_direct.get_one(self._conn, self._direct_subject(stream), payload, t, about), t + 1.0)
             except errors.NoRespondersError as exc:
-                raise errors.NoRespondersError(
-                    f"no direct get for stream {stream!r}: it does not exist or lacks allow_direct"
-                ) from exc
+                raise _no_direct(stream) from exc
         raw = self._api(f"STREAM.MSG.GET.{stream}", payload, about=about)["message"]
         headers = None
         if raw.get("hdrs"):
@@ -427,7 +425,10 @@ class JetStream(Publishing, Subscribing, Buckets):
     def _direct_batch(self, stream: str, body: Dict[str, Any], limit: int) -> List[StoredMsg]:
         subject = self._direct_subject(stream)
         t = self._timeout
-        return self._conn.run(_direct.get_batch(self._conn, subject, body, t, limit), t + 1.0)
+        try:
+            return self._conn.run(_direct.get_batch(self._conn, subject, body, t, limit), t + 1.0)
+        except errors.NoRespondersError as exc:
+            raise _no_direct(stream) from exc
 
     def delete_msg(self, stream: str, seq: int, erase: bool = False) -> None:
         """Delete one message of ``stream``; raises MsgNotFoundError if it is not there."""
@@ -589,6 +590,10 @@ class JetStream(Publishing, Subscribing, Buckets):
 def _positive(name: str, value: Any, allow_zero: bool = False) -> int:
     return options.count(name, value, allow_zero=allow_zero)
 
+
+
+def _no_direct(stream: str) -> errors.NoRespondersError:
+    return errors.NoRespondersError(f"no direct get for stream {stream!r}: it does not exist or lacks allow_direct")
 
 
 def _aware(name: str, value: Any) -> datetime.datetime:

@@ -217,8 +217,11 @@ class KeyValue:
             )
         except errors.MsgNotFoundError as exc:
             raise errors.KeyNotFoundError(f"key {key!r} not found in bucket {self.bucket!r}") from exc
+        except _GONE as exc:
+            raise self._gone(exc) from exc
         if stored.subject != subject:
-            raise errors.KeyNotFoundError(f"revision {revision} is not of key {key!r} (it is {stored.subject!r})")
+            other = stored.subject[len(self._pre) :] if stored.subject.startswith(self._pre) else stored.subject
+            raise errors.KeyNotFoundError(f"revision {revision} is not of key {key!r} (it is of {other!r})")
         entry = KeyValueEntry(self.bucket, key, stored.data, stored.seq, stored.time, operation_of(stored.headers))
         if entry.operation is not KeyValueOp.PUT:
             raise errors.KeyDeletedError(f"key {key!r} was deleted ({entry.operation.value})", entry, entry.operation)
@@ -228,24 +231,35 @@ class KeyValue:
 
     def put(self, key: str, value: Union[bytes, str]) -> int:
         """Store ``value`` under ``key``; returns its revision."""
-        return self._js.publish(self._pre + options.kv_key(key), value).seq
+        return self._write(key, value, None, None)
+
+    def _gone(self, exc: BaseException) -> BaseException:
+        """The error for a bucket deleted under this handle (no stream, or
+        nothing captures its subjects); JetStream being off stays what it is."""
+        if isinstance(exc, (errors.JetStreamNotEnabledError, errors.BucketNotFoundError)):
+            return exc
+        return errors.BucketNotFoundError(404, errors.ErrorCode.STREAM_NOT_FOUND, f"bucket {self.bucket!r} not found ({exc})")
 
     def create(self, key: str, value: Union[bytes, str], *, ttl: Optional[float] = None) -> int:
         """Store ``value`` only if ``key`` has none (never put, or deleted or
         purged last); returns the revision, raises KeyExistsError otherwise.
         ``ttl`` (seconds, >= 1) removes the value after that long (needs a
         bucket with ``limit_marker_ttl``)."""
-        headers = {MSG_TTL: options.msg_ttl("ttl", ttl)} if ttl is not None else None
+        headers = {MSG_TTL: self._ttl_header("ttl", ttl)} if ttl is not None else None
         try:
             return self._write(key, value, 0, headers)
         except errors.KeyWrongLastSequenceError as exc:
+            first = exc
+        try:
+            self.get(key)
+        except errors.KeyDeletedError as deleted:  # a marker: replace it, if it still is the latest
             try:
-                self.get(key)
-            except errors.KeyDeletedError as deleted:  # a marker: replace it
                 return self._write(key, value, deleted.entry.revision, headers)
-            except errors.KeyNotFoundError:
-                pass
-            raise errors.KeyExistsError(exc.code, exc.err_code, f"key {key!r} exists: {exc.description}") from exc
+            except errors.KeyWrongLastSequenceError as exc:  # another creator won the race
+                first = exc
+        except errors.KeyNotFoundError:
+            pass  # the marker expired meanwhile: someone else's value, or none, is there
+        raise errors.KeyExistsError(first.code, first.err_code, f"key {key!r} exists: {first.description}") from first
 
     def update(self, key: str, value: Union[bytes, str], last: int) -> int:
         """Store ``value`` only if ``key``'s latest revision is ``last`` (0:
@@ -264,13 +278,27 @@ class KeyValue:
         the marker itself after that long (needs ``limit_marker_ttl``)."""
         headers = {KV_OPERATION: "PURGE", ROLLUP: "sub"}
         if ttl is not None:
-            headers[MSG_TTL] = options.msg_ttl("ttl", ttl)
+            headers[MSG_TTL] = self._ttl_header("ttl", ttl)
         self._write(key, b"", _optional_revision(last), headers)
+
+    def _ttl_header(self, name: str, ttl: Any) -> str:
+        """A per-key TTL; refused before sending when the bucket (as this
+        handle saw it) has no ``limit_marker_ttl`` (the server would answer 10166)."""
+        value = options.msg_ttl(name, ttl)
+        cfg = self._info.config
+        if cfg is not None and not cfg.allow_msg_ttl:
+            raise errors.InvalidOptionError(
+                f"{name}: bucket {self.bucket!r} has no limit_marker_ttl, so per-key TTLs are off"
+                " (update_key_value(..., limit_marker_ttl=...) to turn them on)"
+            )
+        return value
 
     def _write(self, key: str, value: Union[bytes, str], last: Optional[int], headers: Optional[Dict[str, str]]) -> int:
         subject = self._pre + options.kv_key(key)
         try:
             return self._js.publish(subject, value, headers=headers, expected_last_subject_seq=last).seq
+        except _GONE as exc:
+            raise self._gone(exc) from exc
         except errors.APIError as exc:
             if exc.err_code in errors.WRONG_LAST_SEQUENCE_CODES:
                 raise errors.KeyWrongLastSequenceError(exc.code, exc.err_code, exc.description) from exc
@@ -304,7 +332,14 @@ class KeyValue:
                 raise errors.InvalidOptionError(f"{name} must be a bool, got {flag!r}")
         if updates_only and (include_history or resume_from_revision is not None):
             raise errors.InvalidOptionError("updates_only excludes include_history and resume_from_revision")
-        subjects = [self._pre + options.kv_key(k, wildcards=True) for k in filters]
+        # The server refuses overlapping filters (10138): keep only those no other covers.
+        try:
+            patterns = options.disjoint_filters([options.kv_key(k, wildcards=True) for k in filters], "key patterns")
+        except errors.InvalidKeyError:
+            raise
+        except errors.InvalidOptionError as exc:
+            raise errors.InvalidKeyError(str(exc)) from None
+        subjects = [self._pre + k for k in patterns]
         if resume_from_revision is not None:
             policy, start = DeliverPolicy.BY_START_SEQUENCE, _revision("resume_from_revision", resume_from_revision, 1)
         else:
@@ -312,7 +347,10 @@ class KeyValue:
             start = None
         oc = OrderedConsumer(self._js, self.stream_name, filter_subjects=subjects, deliver_policy=policy,
                              opt_start_seq=start, headers_only=meta_only)  # fmt: skip
-        ctx = oc.messages()
+        try:
+            ctx = oc.messages()
+        except _GONE as exc:
+            raise self._gone(exc) from exc
         pending = None if updates_only else int(oc.cached_info.num_pending or 0)
         return KeyWatcher(self.bucket, self._pre, ctx, pending, ignore_deletes)
 
@@ -325,7 +363,9 @@ class KeyValue:
         only those matching ``filters`` (key patterns, as :meth:`watch`). A
         key rewritten while the listing runs may be left out (the server
         skips values superseded meanwhile)."""
-        found = {e.key for e in self._initial(filters or ">", ignore_deletes=True, meta_only=True)}
+        if filters is not None and not isinstance(filters, str) and isinstance(filters, (list, tuple)) and not filters:
+            return []  # no pattern matches nothing
+        found = {e.key for e in self._initial(">" if filters is None else filters, ignore_deletes=True, meta_only=True)}
         return sorted(found)
 
     def history(self, key: str) -> List[KeyValueEntry]:
@@ -363,7 +403,14 @@ class KeyValue:
 
     def status(self) -> KeyValueStatus:
         """The bucket's state and configuration, asked of the server now."""
-        return KeyValueStatus(self.bucket, self._js.stream_info(self.stream_name))
+        try:
+            return KeyValueStatus(self.bucket, self._js.stream_info(self.stream_name))
+        except _GONE as exc:
+            raise self._gone(exc) from exc
+
+
+# A deleted bucket shows as a missing stream, or as nobody answering its subjects.
+_GONE = (errors.StreamNotFoundError, errors.NoRespondersError)
 
 
 def _revision(name: str, value: Any, minimum: int = 0) -> int:
@@ -419,7 +466,12 @@ class KeyWatcher:
         while True:
             if self._take_marker():
                 return None
-            msg = self._ctx.next(timeout)
+            try:
+                msg = self._ctx.next(timeout)
+            except errors.StreamNotFoundError as exc:  # the bucket was deleted under the watch
+                if isinstance(exc, errors.BucketNotFoundError):
+                    raise
+                raise errors.BucketNotFoundError(404, exc.err_code, f"bucket {self.bucket!r} was deleted ({exc})") from exc
             entry = self._entry(msg)
             self._count(msg)
             if entry is not None:

@@ -181,6 +181,43 @@ def subject(value: Any, *, what: str = "subject", wildcards: bool = False) -> st
     return value
 
 
+def subject_covers(pattern: str, subject: str) -> bool:
+    """Every subject matching ``subject`` (wildcards allowed) also matches ``pattern``."""
+    pt, st = pattern.split("."), subject.split(".")
+    for i, token in enumerate(pt):
+        if token == ">":
+            return len(st) > i
+        if i >= len(st) or st[i] == ">" or (token != "*" and (st[i] == "*" or token != st[i])):
+            return False
+    return len(pt) == len(st)
+
+
+def subjects_overlap(a: str, b: str) -> bool:
+    """Some subject matches both patterns."""
+    at, bt = a.split("."), b.split(".")
+    for x, y in zip(at, bt):
+        if x == ">" or y == ">":
+            return True
+        if x != y and x != "*" and y != "*":
+            return False
+    return len(at) == len(bt)
+
+
+def disjoint_filters(subjects: List[str], what: str = "filters") -> List[str]:
+    """``subjects`` without duplicates and without those another one covers
+    (the server refuses overlapping filter subjects); order kept. Patterns
+    that overlap only in part cannot be merged: InvalidOptionError."""
+    out: List[str] = []
+    for i, subj in enumerate(subjects):
+        if subj in out or any(subject_covers(o, subj) for j, o in enumerate(subjects) if j != i and o != subj):
+            continue
+        clash = next((o for o in out if subjects_overlap(o, subj)), None)
+        if clash is not None:
+            raise errors.InvalidOptionError(f"{what} {clash!r} and {subj!r} overlap; give one that covers both")
+        out.append(subj)
+    return out
+
+
 def name(kind: str, value: Any) -> str:
     """A stream, consumer or domain name (ADR-6): non-empty, at most 255 bytes,
     no '.', '*', '>', '/', '\\', whitespace or control characters."""

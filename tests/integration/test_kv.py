@@ -162,7 +162,7 @@ def test_revisions_conditional_writes(js, direct):
     assert (kv.get("age").value, kv.get("age").revision) == (b"2039", 8)
     e = kv.get("age", revision=7)
     assert (e.value, e.revision) == (b"2038", 7)
-    with pytest.raises(jss.KeyNotFoundError, match=r"\$KV.TEST.name"):
+    with pytest.raises(jss.KeyNotFoundError, match=r"it is of 'name'"):  # the key, not the internal subject
         kv.get("age", revision=6)  # revision 6 is of another key
     for rev in (5, 4):
         with pytest.raises(jss.KeyNotFoundError):
@@ -617,13 +617,6 @@ def test_purge_with_ttl(js):
     assert kv.status().values == 0
 
 
-def test_ttl_needs_a_bucket_with_message_ttls(js):
-    kv = js.create_key_value("PLAIN")
-    with pytest.raises(jss.APIError) as err:
-        kv.create("k", b"v", ttl=5)
-    assert err.value.err_code == 10166  # per-message TTL is disabled
-
-
 def _gone(js, stream, subject):
     try:
         js.get_msg(stream, last_by_subject=subject)
@@ -804,3 +797,63 @@ def _last_seq(js):
         except (jss.TimeoutError, jss.NoRespondersError):
             continue
     raise AssertionError("stream info unavailable")
+
+
+def test_create_losers_always_get_key_exists_on_a_released_lock(js):
+    """A released lock (a delete marker) is re-created by one thread; every
+    other one gets KeyExistsError, never the bare wrong-last-sequence error."""
+    kv = js.create_key_value("LOCKS")
+    errs, wins = [], []
+    for _ in range(5):
+        kv.delete("job")  # released
+        barrier = threading.Barrier(6)
+
+        def grab():
+            barrier.wait(5)
+            try:
+                wins.append(kv.create("job", b"me"))
+            except jss.KeyWrongLastSequenceError as exc:
+                errs.append(exc)
+
+        threads = [threading.Thread(target=grab) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+    assert len(wins) == 5
+    assert errs and all(isinstance(e, jss.KeyExistsError) for e in errs), {type(e).__name__ for e in errs}
+
+
+def test_a_deleted_bucket_says_so_everywhere(js):
+    kv = js.create_key_value("GONE")
+    kv.put("a", b"1")
+    watcher = kv.watch_all()
+    js.delete_key_value("GONE")
+    for call in (lambda: kv.get("a"), lambda: kv.put("a", b"2"), kv.keys, kv.status, lambda: kv.watch("a")):
+        with pytest.raises(jss.BucketNotFoundError):
+            call()
+    with pytest.raises(jss.BucketNotFoundError):
+        while True:
+            watcher.next(timeout=30)
+
+
+def test_key_filters_that_overlap(js):
+    kv = js.create_key_value("FILT")
+    for k in ("a.b", "a.c", "x"):
+        kv.put(k, b"v")
+    assert kv.keys(["x", "x"]) == ["x"]
+    assert kv.keys(["a.>", "a.b"]) == ["a.b", "a.c"]
+    assert kv.keys([]) == []
+    with pytest.raises(jss.InvalidKeyError, match="overlap"):
+        kv.keys(["*.b", "a.*"])
+
+
+def test_ttl_on_a_bucket_without_marker_ttl_is_refused_first(js):
+    kv = js.create_key_value("NOTTL")
+    spy = js.client.subscribe("$KV.NOTTL.>")
+    for call in (lambda: kv.create("k", b"v", ttl=5), lambda: kv.purge("k", ttl=5)):
+        with pytest.raises(jss.InvalidOptionError, match="limit_marker_ttl"):
+            call()
+    with pytest.raises(jss.TimeoutError):
+        spy.next_msg(timeout=0.2)
+    spy.unsubscribe()

@@ -8,6 +8,7 @@ import base64
 import hashlib
 import random
 import threading
+import time
 
 import pytest
 
@@ -213,3 +214,22 @@ def test_200_mib_streams_through_with_bounded_memory(obs):
                 peak = max(peak, rss_bytes())
     assert count == info.chunks and "SHA-256=" + base64.urlsafe_b64encode(got.digest()).decode() == expected
     assert peak - baseline < 50 * MIB, f"RSS grew {(peak - baseline) / MIB:.1f} MiB"
+
+
+@pytest.mark.parametrize("change", ["delete", "replace"])
+def test_a_reader_learns_promptly_that_its_object_went_away(obs, change):
+    """Its chunks are purged and will never come: no 30 s wait for nothing."""
+    obs.put("report", b"r" * (16 << 20), chunk_size=128 * 1024)  # more than a reader buffers (~4 MiB)
+    result = obs.get("report", timeout=30.0)
+    first = result.read(1000)
+    assert first == b"r" * 1000
+    if change == "delete":
+        obs.delete("report")
+    else:
+        obs.put("report", b"new")
+    expected = jss.ObjectDeletedError if change == "delete" else jss.ObjectChangedError
+    t0 = time.monotonic()
+    with pytest.raises((expected, jss.DigestMismatchError)):
+        result.read()  # what was buffered, then the end that never comes
+    assert time.monotonic() - t0 < 10
+    result.close()

@@ -212,3 +212,13 @@ def test_create_or_update_stream(js):
     assert s.cached_info.config.subjects == ["cu.a"]
     s = js.create_or_update_stream(name="CU", subjects=["cu.a", "cu.b"])
     assert s.info().config.subjects == ["cu.a", "cu.b"]
+
+
+def test_batch_gets_on_a_stream_without_direct_say_so(js, stream, subj):
+    js.publish(subj, b"x")
+    for call in (lambda: stream.get_msgs(seq=1), lambda: stream.get_last_msgs([subj])):
+        with pytest.raises(jss.NoRespondersError, match="allow_direct"):
+            call()
+    with pytest.raises(jss.InvalidOptionError):
+        js.counter_get(stream.name, f"{stream.name.lower()}.*")
+    assert js.stream_info(stream.name, subjects_filter="nomatch.>").state.subjects == {}
