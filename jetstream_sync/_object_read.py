@@ -264,6 +264,10 @@ class ObjectWatcher:
                 self._add(self._ctx.next(timeout=left))
             return self._ready.popleft()
 
+    def updates(self, timeout: Optional[float] = 5.0) -> Optional[ObjectInfo]:
+        """nats-py's name for :meth:`next` (its default timeout, 5 s)."""
+        return self.next(timeout)
+
     def _add(self, msg: "Msg") -> None:
         try:
             info: Optional[ObjectInfo] = ObjectInfo.from_wire(json.loads(msg.data))

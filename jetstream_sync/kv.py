@@ -358,6 +358,8 @@ class KeyValue:
         """:meth:`watch` of every key."""
         return self.watch(">", **opts)
 
+    watchall = watch_all  # nats-py's name
+
     def keys(self, filters: Union[str, Sequence[str], None] = None) -> List[str]:
         """The keys that have a value now (sorted; [] when none), optionally
         only those matching ``filters`` (key patterns, as :meth:`watch`). A
@@ -476,6 +478,10 @@ class KeyWatcher:
             self._count(msg)
             if entry is not None:
                 return entry  # an ignored entry: the loop sends a marker it made due
+
+    def updates(self, timeout: Optional[float] = 5.0) -> Optional[KeyValueEntry]:
+        """nats-py's name for :meth:`next` (its default timeout, 5 s)."""
+        return self.next(timeout)
 
     def _take_marker(self) -> bool:
         with self._lock:
