@@ -26,10 +26,21 @@ def replicated(cnc):
     deadline = time.monotonic() + 45
     while True:
         try:
-            return js, js.create_stream(name="C", subjects=["c.>"], num_replicas=3)
+            stream = js.create_stream(name="C", subjects=["c.>"], num_replicas=3)
+            break
         except jss.TimeoutError:
             if time.monotonic() > deadline:
                 raise
+    # Created is not yet publishable: wait for the stream's leader and its
+    # replicas, or the first publishes can meet "no responders" for longer
+    # than ADR-22's retries (2 x 250 ms) on a loaded machine.
+    wait_until(lambda: _placed(js), timeout=30, interval=0.1)
+    return js, stream
+
+
+def _placed(js):
+    cluster = js.stream_info("C").cluster
+    return bool(cluster and cluster.leader and cluster.replicas and all(r.current for r in cluster.replicas))
 
 
 def _ready(js):
