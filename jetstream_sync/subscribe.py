@@ -389,6 +389,15 @@ def push_config(
     return cfg
 
 
+def _stream_of(js: "JetStream", subject: str, stream: Optional[str]) -> str:
+    """The stream given (checked), else the one that captures ``subject``."""
+    if stream is not None:
+        return options.name("stream", stream)
+    if subject:
+        return find_stream(js, subject)
+    raise errors.InvalidOptionError("give a subject or a stream")
+
+
 def _consumer_name(durable: Optional[str], config: Optional[ConsumerConfig]) -> Optional[str]:
     name = durable or (config.durable_name or config.name if config is not None else None)
     if name is not None:
@@ -439,12 +448,7 @@ def pull_subscribe(
     if config is not None and config.deliver_subject:
         raise errors.InvalidOptionError("a pull subscription's consumer has no deliver_subject")
     name = _consumer_name(durable, config)
-    if stream is not None:
-        options.name("stream", stream)
-    elif subject:
-        stream = find_stream(js, subject)
-    else:
-        raise errors.InvalidOptionError("give a subject or a stream")
+    stream = _stream_of(js, subject, stream)
     info = _lookup(js, stream, name, bind)
     created = False
     if info is not None:
@@ -504,12 +508,7 @@ def subscribe(
     if flow_control and not (hb or (config is not None and config.idle_heartbeat)):
         raise errors.InvalidOptionError("flow control needs an idle heartbeat (the server requires it)")
     name = _consumer_name(durable, config)
-    if stream is not None:
-        options.name("stream", stream)
-    elif subject:
-        stream = find_stream(js, subject)
-    else:
-        raise errors.InvalidOptionError("give a subject or a stream")
+    stream = _stream_of(js, subject, stream)
     info = _lookup(js, stream, name, bind)
     created = False
 
@@ -563,12 +562,7 @@ def _subscribe_ordered(
         beat = hb or cfg.idle_heartbeat
         opts = {"idle_heartbeat": beat, "expires": max(2 * beat, 30.0)}  # type: ignore[operator]
     options.consume_options_from(opts)  # checked before anything is sent
-    if stream is not None:
-        options.name("stream", stream)
-    elif subject:
-        stream = find_stream(js, subject)
-    else:
-        raise errors.InvalidOptionError("give a subject or a stream")
+    stream = _stream_of(js, subject, stream)
     filters = cfg.filter_subjects or ([cfg.filter_subject or subject] if (cfg.filter_subject or subject) else None)
     oc = OrderedConsumer(
         js,
