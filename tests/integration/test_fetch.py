@@ -9,7 +9,7 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import PullSpy, publish, sized_payload
+from ..helpers import PullSpy, publish, sized_payload, wait_until
 
 
 def test_fetch_no_options(js, subj, cons):
@@ -62,6 +62,10 @@ def test_fetch_no_wait_with_nothing_available(js, subj, cons):
 
 def test_fetch_no_wait_with_some_available(js, subj, cons):
     publish(js, subj, 5)
+    # The server sends the publish ack before it tells the consumer about the
+    # message, so a no-wait pull right after the ack can still get 404 (seen
+    # once in CI). Wait until the consumer itself counts them.
+    wait_until(lambda: cons.info().num_pending == 5)
     result = cons.fetch_no_wait(10)
     assert [m.data for m in result] == [b"0", b"1", b"2", b"3", b"4"]
 
