@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from typing import List, Optional
 
+from .errors import JetStreamError
+
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else argv
@@ -13,15 +15,20 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("       jetstream-sync bench {pub,consume,both} [--server URL | --embedded] ... (bench -h)")
         return 0 if args else 2
     if args[0] == "demo":
-        from ._demo import main as demo
-
-        return demo(args[1:])
-    if args[0] == "bench":
-        from ._bench import main as bench
-
-        return bench(args[1:])
-    print(f"unknown command {args[0]!r}; try: jetstream-sync demo, jetstream-sync bench", file=sys.stderr)
-    return 2
+        from ._demo import main as command
+    elif args[0] == "bench":
+        from ._bench import main as command
+    else:
+        print(f"unknown command {args[0]!r}; try: jetstream-sync demo, jetstream-sync bench", file=sys.stderr)
+        return 2
+    try:
+        return command(args[1:])
+    except JetStreamError as exc:  # a down server or a refused call: one line, not a traceback
+        print(f"jetstream-sync {args[0]}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"jetstream-sync {args[0]}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

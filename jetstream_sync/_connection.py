@@ -338,8 +338,10 @@ class Connection:
         """Loop thread: connection events at INFO, an unasked-for disconnect
         at WARNING; URLs come from connected_url, so without passwords."""
         if event == "disconnected":
+            if self.last_url is None:  # a failed first connect: the caller gets NoServersError instead
+                return
             level = logging.INFO if self.closing else logging.WARNING
-            _log.log(level, "disconnected from %s", self.last_url or "the server")
+            _log.log(level, "disconnected from %s", self.last_url)
         elif event == "reconnected":
             self.last_url = self.connected_url or self.last_url
             _log.info("reconnected to %s", self.last_url)

@@ -23,10 +23,12 @@ class Progress:
         self.start = time.perf_counter()
         self._last = 0.0
         self._next_pct = 25
+        self._finished = False
 
     def update(self, done: int) -> None:
-        if not self.enabled:
-            return
+        if not self.enabled or self._finished:
+            return  # the 100 % line is written once, however often the caller reports the end
+        self._finished = done >= self.total
         now = time.perf_counter()
         if self.tty:
             if now - self._last < 0.1 and done < self.total:

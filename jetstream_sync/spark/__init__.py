@@ -10,6 +10,12 @@
 See docs/spark.md.
 """
 
+import os
+import shutil
+import subprocess
+import sys
+from typing import Optional
+
 from ._clients import close_all, connect_options, shared_client
 from ._read import DataLossError, PartitionIncompleteError
 from ._write import PublishCounts, publish_partition
@@ -30,5 +36,45 @@ __all__ = [
 
 
 def register(spark) -> None:  # type: ignore[no-untyped-def]
-    """Register the ``jetstream`` format on a SparkSession."""
+    """Register the ``jetstream`` format on a SparkSession.
+
+    On a ``local[...]`` master, first check that the interpreter Spark starts
+    its Python workers with (``PYSPARK_PYTHON``, default ``python3`` on PATH)
+    can import this package: otherwise every task would fail later with a
+    ``ModuleNotFoundError`` deep in an executor log. Raises ``RuntimeError``
+    saying what to set.
+    """
+    problem = worker_python_problem(_worker_python(spark))
+    if problem is not None:
+        raise RuntimeError(problem)
     spark.dataSource.register(JetStreamDataSource)
+
+
+def _worker_python(spark) -> Optional[str]:  # type: ignore[no-untyped-def]
+    """The workers' interpreter when they run on this machine, else None."""
+    try:
+        sc = spark.sparkContext
+        if not str(sc.master).startswith("local"):
+            return None  # executors elsewhere: their interpreter is not ours to check
+        return str(spark.conf.get("spark.pyspark.python", None) or sc.pythonExec)
+    except Exception:  # Spark Connect sessions have no SparkContext: nothing to check
+        return None
+
+
+def worker_python_problem(python: Optional[str], timeout: float = 60.0) -> Optional[str]:
+    """Why ``python`` cannot run this package's Spark code, or None when it can."""
+    if python is None:
+        return None
+    found = shutil.which(python)
+    if found is not None and os.path.realpath(found) == os.path.realpath(sys.executable):
+        return None
+    fix = f"set PYSPARK_PYTHON={sys.executable} before the SparkSession is created"
+    if found is None:
+        return f"Spark's Python workers would run {python!r}, which is not on PATH: {fix}"
+    try:
+        ok = subprocess.run([found, "-c", "import jetstream_sync, pyarrow"], capture_output=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"Spark's Python workers would run {found}, which failed to start ({exc}): {fix}"
+    if ok.returncode != 0:
+        return f"Spark's Python workers would run {found}, which cannot import jetstream_sync and pyarrow: {fix}"
+    return None

@@ -34,6 +34,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from ..errors import InvalidOptionError
 from ._clients import shared_client
 from ._read import ReadOptions, SeqRange, bounds, check_loss, read_range_arrow, resolve, seq_at_time, split
 from ._write import PublishCounts, WriteOptions, publish_rows, row_fields
@@ -91,10 +92,21 @@ class JetStreamDataSource(DataSource):
         return StreamReader(ReadOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> "BatchWriter":
+        _append_only(overwrite, 'mode("overwrite")', 'mode("append")')
         return BatchWriter(WriteOptions.parse(self.options), schema.fieldNames())
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> "StreamWriter":
+        _append_only(overwrite, 'outputMode("complete")', 'outputMode("append")')
         return StreamWriter(WriteOptions.parse(self.options), schema.fieldNames())
+
+
+def _append_only(overwrite: bool, asked: str, instead: str) -> None:
+    # A stream cannot be replaced by a write: appending instead would be a silent surprise.
+    if overwrite:
+        raise InvalidOptionError(
+            f"the jetstream sink is append-only, {asked} is not supported: use {instead} "
+            "(purge the stream first, js.purge_stream(name), to replace its contents)"
+        )
 
 
 @dataclass

@@ -30,3 +30,40 @@ def test_demo_against_a_given_server(server):
     )
     assert out.returncode == 0, out.stderr
     assert "embedded" not in out.stdout and "consumed  2,000" in out.stdout
+
+
+@pytest.mark.timeout(60)
+def test_demo_against_a_down_server_says_so_in_one_line():
+    import socket
+
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = subprocess.run(
+        [sys.executable, "-m", "jetstream_sync", "demo", "--server", f"nats://me:s3cret@127.0.0.1:{port}", "-n", "10"],
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [
+        f"jetstream-sync demo: NoServersError: could not connect to nats://me:***@127.0.0.1:{port}: connection refused"
+    ]
+
+
+def test_progress_bar_writes_its_last_line_once():
+    import io
+
+    from jetstream_sync._demo import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Terminal()
+    bar = Progress("consume", 2000, out=out)
+    for done in (1000, 2000, 2000):  # the loop reports the end, then the caller again after it
+        bar.update(done)
+    assert out.getvalue().count("100.0%") == 1
+    assert out.getvalue().endswith("\n")

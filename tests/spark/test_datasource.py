@@ -192,6 +192,15 @@ def test_batch_write_with_msg_id_column_is_idempotent(spark, server, js, stream_
     assert stored.data.startswith(b"payload-") and stored.headers["Nats-Msg-Id"].startswith("id-")
 
 
+def test_overwrite_is_refused_rather_than_appended(spark, server, js, stream_name):
+    p = stream_name.lower()
+    js.create_stream(name=stream_name, subjects=[f"{p}.>"])
+    df = spark.createDataFrame([(f"{p}.w", "x")], "subject string, data string")
+    with pytest.raises(Exception, match="append-only"):
+        df.write.format("jetstream").option("servers", server.url).mode("overwrite").save()
+    assert js.stream_info(stream_name).state.messages == 0
+
+
 def test_write_to_a_subject_no_stream_captures_fails_the_job(spark, server, js):
     df = spark.createDataFrame([("x",)], "data string")
     with pytest.raises(Exception, match="no stream answered|NoResponders"):

@@ -64,3 +64,19 @@ def test_row_fields():
     with pytest.raises(jss.InvalidOptionError):
         row_fields(["data"], None)
     assert WriteOptions.parse({"Subject": "s", "publishTimeout": "5"}).timeout == 5.0
+
+
+def test_worker_python_check_names_the_fix(tmp_path):
+    import sys
+
+    from jetstream_sync.spark import worker_python_problem
+
+    assert worker_python_problem(None) is None  # not a local master: nothing to check
+    assert worker_python_problem(sys.executable) is None
+    bare = tmp_path / "python3"
+    bare.write_text("#!/bin/sh\nexit 1\n")  # an interpreter that cannot import the package
+    bare.chmod(0o755)
+    problem = worker_python_problem(str(bare))
+    assert problem is not None and f"PYSPARK_PYTHON={sys.executable}" in problem and str(bare) in problem
+    missing = worker_python_problem("no-such-python-here")
+    assert missing is not None and "not on PATH" in missing
