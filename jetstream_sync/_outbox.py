@@ -117,13 +117,15 @@ class AckOutbox(Batcher):
         """Publish everything queued (loop thread, fast paths)."""
         parts = []
         tails = _TAILS
+        size = 0
         while queue:
             subject, payload = queue.popleft()
+            size += len(payload)
             parts.append(
                 b"PUB " + (subject if isinstance(subject, bytes) else subject.encode()) + (tails.get(payload) or _tail(payload))
             )
         self.last_sent = (subject, payload)
-        if not self.conn.send_commands(b"".join(parts)):
+        if not self.conn.send_commands(b"".join(parts), len(parts), size):
             self._lost(len(parts), "the connection is closed or its reconnect buffer is full")
 
     def drop_unsent(self) -> None:

@@ -316,12 +316,14 @@ class AsyncPublisher(Batcher):
         parts = []
         sent = []
         prefix = self._prefix
+        size = 0
         while queue:
             entry = queue.popleft()
             token = self._track(entry)
             sent.append(token)
+            size += len(entry.data)
             parts.append(_command(entry, prefix + token))
-        if not self.conn.send_commands(b"".join(parts)):
+        if not self.conn.send_commands(b"".join(parts), len(parts), size):
             exc = errors.ConnectionClosedError("cannot publish: the connection is closed or its buffer is full")
             for token in sent:
                 entry = self._inflight.pop(token, None)

@@ -14,7 +14,7 @@ import itertools
 import logging
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional
 
 import janus
@@ -50,6 +50,11 @@ class PullStats:
     buffered_high_water: int = 0  # most messages received and not yet handed out
     buffered_bytes_high_water: int = 0  # the same in bytes (max_bytes mode only)
     statuses: Dict[str, int] = field(default_factory=dict)  # "408 Request Timeout" -> count
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The counters as a plain dict (``statuses`` a dict of its own), for
+        metrics exporters and JSON logs."""
+        return asdict(self)
 
 
 class End:
