@@ -24,6 +24,7 @@ SCRIPT = textwrap.dedent(
     import time
 
     import gevent
+    import gevent.event
 
     import jetstream_sync as jss
 
@@ -87,6 +88,24 @@ SCRIPT = textwrap.dedent(
     nc1.flush()
     nc2.publish(name.lower() + "-core", b"ping")
     assert sub.next_msg(timeout=5).data == b"ping"
+
+    step("core subscription with a callback")
+    seen = []
+    done = gevent.event.Event()
+
+    def on_msg(msg):
+        seen.append(msg.data)
+        gevent.sleep(0)  # a callback that yields to the hub must not wedge delivery
+        if len(seen) == 50:
+            done.set()
+
+    cbsub = nc1.subscribe(name.lower() + "-cb", cb=on_msg)
+    nc1.flush()
+    for i in range(50):
+        nc2.publish(name.lower() + "-cb", b"%d" % i)
+    assert done.wait(10), seen
+    assert seen == [b"%d" % i for i in range(50)], seen
+    cbsub.unsubscribe()
 
     step("close")
     js.delete_stream(name)
