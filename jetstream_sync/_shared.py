@@ -21,10 +21,11 @@ __all__ = ["shared_client", "close_shared_clients"]
 
 DEFAULT_SERVERS = "nats://127.0.0.1:4222"
 
-# _clients and _pid are read and written under _lock; both are reset in a
+# _clients, _connecting and _pid are read and written under _lock; both are reset in a
 # forked child (the parent's lock may have been held at the fork).
 _lock = threading.Lock()
 _clients: Dict[Tuple[Any, ...], Client] = {}
+_connecting: Dict[Tuple[Any, ...], threading.Event] = {}  # set when that first connect ends
 _pid = os.getpid()
 # A child keeps its parent's clients referenced, never collected: no
 # finalizer then runs on objects that hold the parent's socket and loop.
@@ -78,14 +79,33 @@ def shared_client(servers: Union[str, List[str]] = DEFAULT_SERVERS, **connect_op
     """
     key = settings_key(servers, connect_options)
     _check_pid()
-    # Connecting under the lock: threads racing for the first client wait
-    # for it instead of each making one (bounded by connect's own timeout).
-    with _lock:
-        client = _clients.get(key)
-        if client is not None and not client.is_closed:
+    while True:
+        with _lock:
+            client = _clients.get(key)
+            if client is not None and not client.is_closed:
+                return client
+            pending = _connecting.get(key)
+            mine = pending is None
+            if pending is None:
+                pending = _connecting[key] = threading.Event()
+        if not mine:
+            # Another thread is connecting: wait for its client (bounded by its
+            # connect timeout), then look again; if it failed, try ourselves.
+            pending.wait()
+            continue
+        # Connecting outside _lock: under gevent that lock may be a real one
+        # (made before monkey-patching), and a greenlet blocking on it while
+        # the holder waits for the server would stop the whole worker.
+        try:
+            client = connect(servers, **connect_options)
+            with _lock:
+                _clients[key] = client
             return client
-        client = _clients[key] = connect(servers, **connect_options)
-        return client
+        finally:
+            with _lock:
+                if _connecting.get(key) is pending:
+                    del _connecting[key]
+            pending.set()
 
 
 def close_shared_clients(timeout: float = 5.0) -> None:
@@ -107,11 +127,12 @@ def _check_pid() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _pid, _lock, _clients
+    global _pid, _lock, _clients, _connecting
     _pid = os.getpid()
     _lock = threading.Lock()
     _inherited.extend(_clients.values())
     _clients = {}  # the parent's clients are never used or closed here
+    _connecting = {}  # a parent's thread connecting at the fork does not exist here
 
 
 if hasattr(os, "register_at_fork"):
