@@ -585,7 +585,8 @@ class JetStream(Publishing, Subscribing, Buckets):
 
     def account_info(self) -> AccountInfo:
         """Usage and limits of this account's JetStream."""
-        return AccountInfo.from_response(self._api("INFO"))
+        info: AccountInfo = AccountInfo.from_response(self._api("INFO"))  # nats-py leaves it unannotated
+        return info
 
 def _positive(name: str, value: Any, allow_zero: bool = False) -> int:
     return options.count(name, value, allow_zero=allow_zero)
