@@ -156,6 +156,8 @@ class Connection:
         # nats-py forgets it at a disconnect. Written on the loop thread only.
         self.last_url: Optional[str] = None
         self._subs: Dict[int, Any] = {}  # sid -> nats-py subscription (loop thread)
+        # Fire-and-forget tasks (loop thread): asyncio keeps only weak references to them.
+        self._tasks: Set["asyncio.Future[None]"] = set()
         self.in_child = False  # set in a forked child by the at-fork hook
         _live.add(self)
 
@@ -352,7 +354,7 @@ class Connection:
             _log.error("reconnected to a server without TLS although TLS was requested: closing")
             nc = self.nc
             if nc is not None:
-                asyncio.ensure_future(self._close_quietly(nc))
+                self._spawn(self._close_quietly(nc))
 
     async def _on_error(self, exc: Exception) -> None:
         """Loop thread: nats-py's error callback."""
@@ -380,7 +382,13 @@ class Connection:
                 pass
 
     def _report_now(self, exc: BaseException) -> None:
-        asyncio.ensure_future(self._dispatch_user("error_cb", exc))
+        self._spawn(self._dispatch_user("error_cb", exc))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Loop thread: run ``coro`` in the background, referenced until done."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _dispatch_user(self, name: str, *args: Any) -> None:
         cb = self._user_cbs.get(name)

@@ -301,7 +301,7 @@ class FastParser(Parser):
         if count:
             nc.stats["in_msgs"] += count
             nc.stats["in_bytes"] += size_in
-        if buf and not (buf.startswith(b"MSG ") or buf.startswith(b"HMSG ")):
+        if buf and not buf.startswith((b"MSG ", b"HMSG ")):
             await super().parse()
 
     @staticmethod

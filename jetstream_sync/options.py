@@ -136,7 +136,8 @@ def handler(what: str, fn: Any, optional: bool = False) -> Any:
         return None
     if not callable(fn):
         raise errors.InvalidOptionError(f"{what} must be callable, got {fn!r}")
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
+    # The __call__ method itself is inspected (an object with async __call__), not callability.
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):  # noqa: B004
         raise errors.InvalidOptionError(f"{what} must be a plain function: it is called on a worker thread, not awaited")
     return fn
 
