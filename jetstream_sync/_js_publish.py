@@ -159,10 +159,10 @@ class Publishing:
             await conn.apublish(subject, payload, headers=hdrs)
         subject, payload, hdrs = prepared[-1]
         msg = await conn.request(subject, payload, timeout, headers=hdrs)
-        resp = json.loads(msg.data)
+        resp: Dict[str, Any] = json.loads(msg.data)
         if resp.get("error"):
             raise errors.APIError.from_error(resp["error"])
-        return resp  # type: ignore[no-any-return]
+        return resp
 
     def counter_add(self, subject: str, delta: int = 1, *, timeout: Optional[float] = None) -> int:
         """Add ``delta`` (any size, may be negative) to the counter on

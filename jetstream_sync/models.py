@@ -101,10 +101,11 @@ def _copy_json(value: Any) -> Any:
 
 
 _FIELD_NAMES: Dict[type, FrozenSet[str]] = {}
+_M = TypeVar("_M", bound="_Model")
 
 
 @dataclass
-class _Model:
+class _Model(_api.Base):
     """Parsing shared by the config models (listed before a nats-py base).
 
     ``from_response`` never mutates its argument (nats-py's does, which got
@@ -130,7 +131,7 @@ class _Model:
         return names
 
     @classmethod
-    def from_response(cls, resp: Dict[str, Any]) -> Any:
+    def from_response(cls: Type[_M], resp: Dict[str, Any]) -> _M:
         known = cls._field_names()
         params: Dict[str, Any] = {}
         extra: Dict[str, Any] = {}
@@ -167,7 +168,7 @@ class _Model:
         return obj
 
     def as_dict(self) -> Dict[str, object]:
-        result = super().as_dict()  # type: ignore[misc]
+        result = super().as_dict()
         result.pop("_wire", None)
         for key in self._durations:
             value = getattr(self, key)

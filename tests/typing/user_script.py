@@ -29,6 +29,7 @@ def tour() -> None:
         reveal_type(cons)
         reveal_type(stream.consumer("billing"))
         reveal_type(js.consumer("ORDERS", "billing"))
+        reveal_type(js.consumer("ORDERS", "billing").fetch(10))  # a lookup may be push: fetch still types
         reveal_type(js.create_consumer("ORDERS", durable_name="audit"))
         reveal_type(cons.info())
 
