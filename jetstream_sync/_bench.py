@@ -47,7 +47,10 @@ def _percentiles(values: List[float]) -> Dict[str, float]:
     if not values:
         return {}
     values = sorted(values)
-    pick = lambda q: values[min(len(values) - 1, int(len(values) * q))] * 1e6  # noqa: E731
+
+    def pick(q: float) -> float:
+        return values[min(len(values) - 1, int(len(values) * q))] * 1e6
+
     return {"p50_us": pick(0.5), "p90_us": pick(0.9), "p99_us": pick(0.99), "max_us": values[-1] * 1e6}
 
 
@@ -108,7 +111,11 @@ def pub(nc: jss.Client, args: argparse.Namespace) -> Dict[str, Any]:
             futures.append(f)
             if k % 64 == 0:
                 t = clock()
-                f.add_done_callback(lambda _f, t=t: lat.append(clock() - t))
+
+                def done(_f: object, t: float = t) -> None:
+                    lat.append(clock() - t)
+
+                f.add_done_callback(done)
             if k % 1000 == 999:
                 tally.add(1000, [])
         if not js.publish_async_complete(timeout=max(60.0, shares[i] / 1000)):

@@ -25,7 +25,7 @@ import time
 import urllib.parse
 import weakref
 from functools import partial
-from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, TypeVar, Union
+from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, TypeVar, Union, cast
 
 import nats.errors as _nerr
 from nats.aio.client import Client as _NatsClient
@@ -156,6 +156,8 @@ class Connection:
         # nats-py forgets it at a disconnect. Written on the loop thread only.
         self.last_url: Optional[str] = None
         self._subs: Dict[int, Any] = {}  # sid -> nats-py subscription (loop thread)
+        # Fire-and-forget tasks (loop thread): asyncio keeps only weak references to them.
+        self._tasks: Set["asyncio.Future[None]"] = set()
         self.in_child = False  # set in a forked child by the at-fork hook
         _live.add(self)
 
@@ -266,7 +268,7 @@ class Connection:
                 return
             await self._on_error(exc)
 
-        cbs = dict(
+        cbs: Dict[str, Any] = dict(  # Any: nats-py checks each keyword's type, not a dict's
             error_cb=on_error,
             disconnected_cb=self._event_cb("disconnected"),
             reconnected_cb=self._event_cb("reconnected"),
@@ -277,7 +279,8 @@ class Connection:
         self._tls_wanted = bool(options.get("tls")) or any(s.startswith("tls://") for s in servers)
         connecting = asyncio.ensure_future(nc.connect(servers, **options, **cbs))
         try:
-            done, _ = await asyncio.wait({connecting, failed}, timeout=deadline, return_when=asyncio.FIRST_COMPLETED)
+            waiting: Set["asyncio.Future[Any]"] = {connecting, failed}
+            done, _ = await asyncio.wait(waiting, timeout=deadline, return_when=asyncio.FIRST_COMPLETED)
             if connecting in done:
                 connecting.result()
                 if not self._secure_enough():
@@ -353,7 +356,7 @@ class Connection:
             _log.error("reconnected to a server without TLS although TLS was requested: closing")
             nc = self.nc
             if nc is not None:
-                asyncio.ensure_future(self._close_quietly(nc))
+                self._spawn(self._close_quietly(nc))
 
     async def _on_error(self, exc: Exception) -> None:
         """Loop thread: nats-py's error callback."""
@@ -381,7 +384,13 @@ class Connection:
                 pass
 
     def _report_now(self, exc: BaseException) -> None:
-        asyncio.ensure_future(self._dispatch_user("error_cb", exc))
+        self._spawn(self._dispatch_user("error_cb", exc))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Loop thread: run ``coro`` in the background, referenced until done."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _dispatch_user(self, name: str, *args: Any) -> None:
         cb = self._user_cbs.get(name)
@@ -598,7 +607,9 @@ class Connection:
         nc = self._nats()
         lim = limits if limits is not None else {"pending_msgs_limit": 0, "pending_bytes_limit": 0}
         msgs_limit, bytes_limit = lim["pending_msgs_limit"], lim["pending_bytes_limit"]
-        sink: Optional[Sink] = handler if hasattr(handler, "on_msgs") else None  # type: ignore[assignment]
+        # A Sink is told apart by its bulk entry point (Protocols are not checked at runtime).
+        sink = cast(Sink, handler) if hasattr(handler, "on_msgs") else None
+        plain = cast(Handler, handler)  # used only when it is not a Sink
         if self.fast:
             assert self._dispatcher is not None
             # No callback: the dispatcher hands messages over as parsed.
@@ -608,12 +619,12 @@ class Connection:
             if sink is not None:
                 self._dispatcher.register_sink(sid_of(sub), sink)
             else:
-                self._dispatcher.register(sid_of(sub), handler)  # type: ignore[arg-type]
+                self._dispatcher.register(sid_of(sub), plain)
         else:
-            deliver = partial(deliver_one, sink) if sink is not None else handler
+            deliver: Handler = partial(deliver_one, sink) if sink is not None else plain
 
             async def cb(m: Any) -> None:
-                deliver(m.subject.encode(), m.reply.encode(), m.data, header_block_of(m))  # type: ignore[operator]
+                deliver(m.subject.encode(), m.reply.encode(), m.data, header_block_of(m))
 
             sub = await nc.subscribe(
                 subject, queue=queue, cb=cb, pending_msgs_limit=msgs_limit, pending_bytes_limit=bytes_limit
@@ -720,7 +731,7 @@ class Connection:
             await asyncio.sleep(min(timeout, 0.05))
             return True
         try:
-            await nc.flush(timeout=timeout)  # type: ignore[arg-type]
+            await nc.flush(timeout=timeout)  # type: ignore[arg-type]  # nats-py says int; any number works
         except Exception as exc:
             _log.debug("round trip: %r", exc)
             return False
@@ -733,13 +744,13 @@ class Connection:
             await self.send_batched()
             nc = self.nc
             if nc is not None and nc.is_connected:
-                await asyncio.wait_for(nc.flush(timeout=timeout), timeout + 0.1)
+                await asyncio.wait_for(nc.flush(timeout=timeout), timeout + 0.1)  # type: ignore[arg-type]  # as above
         except Exception as exc:
             _log.debug("flush: %r", exc)
 
     async def aflush(self, timeout: float) -> None:
         await self.send_batched()
-        await self._nats().flush(timeout=timeout)
+        await self._nats().flush(timeout=timeout)  # type: ignore[arg-type]  # nats-py says int; any number works
 
     # -- shutdown ------------------------------------------------------------------
 

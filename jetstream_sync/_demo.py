@@ -100,7 +100,7 @@ def consume(nc: jss.Client, stream: jss.Stream, count: int, show_progress: bool)
     deadline = time.monotonic() + 10
     while True:
         info = cons.info()
-        if info.num_ack_pending == 0 and info.ack_floor.stream_seq == count:
+        if info.num_ack_pending == 0 and info.ack_floor is not None and info.ack_floor.stream_seq == count:
             return seen, secs
         if time.monotonic() > deadline:
             raise SystemExit(f"server still has {info.num_ack_pending} unacked messages")

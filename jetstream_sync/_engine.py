@@ -44,6 +44,11 @@ class ConsumerTarget:
     ack_wait: Optional[float]  # seconds; None when acks are off
     api_timeout: float
 
+    @property
+    def subject(self) -> str:
+        """Pulled from (pull) or delivered on (push): each kind of target says."""
+        raise NotImplementedError
+
 
 class PinId:
     """The pin id of one puller of a pinned_client consumer (ADR-42): learned
@@ -116,7 +121,8 @@ class Engine:
 
     # -- the subscription's sink (loop thread, called by the parser) -------------
 
-    make = WireMsg
+    # The parser calls make(subject, reply, data, conn, hdr_raw) per message.
+    make: Callable[[bytes, bytes, bytes, Any, Optional[bytes]], Any] = WireMsg
     defers_naks = False  # see nak_later()
 
     def nak_later(self, msgs: List[Msg]) -> None:

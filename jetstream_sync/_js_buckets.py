@@ -3,15 +3,20 @@ entry points (the buckets themselves are in ``kv.py`` and ``object_store.py``)."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Optional, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Union, cast
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .jetstream import JetStream
     from .kv import KeyValue, KeyValueConfig, KeyValueStatus
     from .object_store import ObjectStore, ObjectStoreConfig, ObjectStoreStatus
 
 
 class Buckets:
     """Key-value and object-store management (mixed into JetStream)."""
+
+    @property
+    def _js(self) -> "JetStream":
+        return cast("JetStream", self)  # mixed into JetStream only
 
     # -- key-value ------------------------------------------------------------------
 
@@ -26,7 +31,7 @@ class Buckets:
         same configuration; BucketExistsError for another one."""
         from . import _kv_bucket as kv
 
-        return kv.upsert_bucket(self, bucket, config, fields, "create")
+        return kv.upsert_bucket(self._js, bucket, config, fields, "create")
 
     def update_key_value(
         self, bucket: Union[str, "KeyValueConfig", None] = None, config: Optional["KeyValueConfig"] = None, **fields: Any
@@ -34,7 +39,7 @@ class Buckets:
         """Replace a bucket's configuration (fields as :meth:`create_key_value`); BucketNotFoundError."""
         from . import _kv_bucket as kv
 
-        return kv.upsert_bucket(self, bucket, config, fields, "update")
+        return kv.upsert_bucket(self._js, bucket, config, fields, "update")
 
     def create_or_update_key_value(
         self, bucket: Union[str, "KeyValueConfig", None] = None, config: Optional["KeyValueConfig"] = None, **fields: Any
@@ -42,31 +47,31 @@ class Buckets:
         """Update a bucket, or create it when there is none (fields as :meth:`create_key_value`)."""
         from . import _kv_bucket as kv
 
-        return kv.upsert_bucket(self, bucket, config, fields, "")
+        return kv.upsert_bucket(self._js, bucket, config, fields, "")
 
     def key_value(self, bucket: str) -> "KeyValue":
         """A handle on an existing bucket; BucketNotFoundError, BadBucketError."""
         from . import _kv_bucket as kv
 
-        return kv.open_bucket(self, bucket)
+        return kv.open_bucket(self._js, bucket)
 
     def delete_key_value(self, bucket: str) -> None:
         """Delete a bucket and all its keys; BucketNotFoundError."""
         from . import _kv_bucket as kv
 
-        kv.delete_bucket(self, bucket)
+        kv.delete_bucket(self._js, bucket)
 
     def key_value_names(self) -> List[str]:
         """Names of all buckets."""
         from . import _kv_bucket as kv
 
-        return kv.bucket_names(self)
+        return kv.bucket_names(self._js)
 
     def key_value_buckets(self) -> List["KeyValueStatus"]:
         """Status of every bucket."""
         from . import _kv_bucket as kv
 
-        return kv.bucket_statuses(self)
+        return kv.bucket_statuses(self._js)
     # -- object store --
 
     def create_object_store(
@@ -79,8 +84,9 @@ class Buckets:
         (1), ``placement``, ``compression`` (False), ``metadata``. The same
         config again is a no-op; another raises ObjectStoreExistsError."""
         from . import object_store as obs
+        from ._object import store_config
 
-        return obs.upsert(self, obs.store_config(config, bucket, fields), "create")
+        return obs.upsert(self._js, store_config(config, bucket, fields), "create")
 
     def update_object_store(
         self, bucket: Union[str, "ObjectStoreConfig", None] = None, config: Optional["ObjectStoreConfig"] = None,
@@ -89,36 +95,38 @@ class Buckets:
         """Replace an object store's config (fields left out get their
         defaults); ObjectStoreNotFoundError if it does not exist."""
         from . import object_store as obs
+        from ._object import store_config
 
-        return obs.upsert(self, obs.store_config(config, bucket, fields), "update")
+        return obs.upsert(self._js, store_config(config, bucket, fields), "update")
 
     def create_or_update_object_store(
         self, bucket: Union[str, "ObjectStoreConfig", None] = None, config: Optional["ObjectStoreConfig"] = None,
         **fields: Any,
     ) -> "ObjectStore":  # fmt: skip
         from . import object_store as obs
+        from ._object import store_config
 
-        return obs.upsert(self, obs.store_config(config, bucket, fields), "")
+        return obs.upsert(self._js, store_config(config, bucket, fields), "")
 
     def object_store(self, bucket: str) -> "ObjectStore":
         """A handle on an existing object store; ObjectStoreNotFoundError otherwise."""
         from . import object_store as obs
 
-        return obs.bind(self, bucket)
+        return obs.bind(self._js, bucket)
 
     def delete_object_store(self, bucket: str) -> None:
         """Delete an object store and every object in it."""
         from . import object_store as obs
 
-        obs.delete(self, bucket)
+        obs.delete(self._js, bucket)
 
     def object_store_names(self) -> List[str]:
         from . import object_store as obs
 
-        return obs.names(self)
+        return obs.names(self._js)
 
     def object_stores(self) -> List["ObjectStoreStatus"]:
         """The status of every object store."""
         from . import object_store as obs
 
-        return obs.statuses(self)
+        return obs.statuses(self._js)

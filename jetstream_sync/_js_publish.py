@@ -13,7 +13,7 @@ from nats.nuid import NUID
 
 from . import errors, options
 from ._publish import check_publish, publish_headers
-from .client import as_bytes
+from .options import as_bytes
 from .models import PubAck, StoredMsg
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,9 +28,13 @@ _NUID_LOCK = threading.Lock()
 class Publishing:
     """The publishing half of JetStream (mixed into it)."""
 
-    if TYPE_CHECKING:  # provided by JetStream
-        connection: "Connection"
-        timeout: float
+    if TYPE_CHECKING:  # provided by JetStream (read-only properties there)
+
+        @property
+        def connection(self) -> "Connection": ...
+
+        @property
+        def timeout(self) -> float: ...
 
         def get_msg(self, stream: str, seq: Optional[int] = None, last_by_subject: Optional[str] = None) -> StoredMsg: ...
 
@@ -155,10 +159,10 @@ class Publishing:
             await conn.apublish(subject, payload, headers=hdrs)
         subject, payload, hdrs = prepared[-1]
         msg = await conn.request(subject, payload, timeout, headers=hdrs)
-        resp = json.loads(msg.data)
+        resp: Dict[str, Any] = json.loads(msg.data)
         if resp.get("error"):
             raise errors.APIError.from_error(resp["error"])
-        return resp  # type: ignore[no-any-return]
+        return resp
 
     def counter_add(self, subject: str, delta: int = 1, *, timeout: Optional[float] = None) -> int:
         """Add ``delta`` (any size, may be negative) to the counter on

@@ -3,18 +3,23 @@ argument order; the workflow itself is in ``subscribe.py``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union, cast
 
 from . import errors
 from .message import Msg
 from .models import ConsumerConfig, DeliverPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .jetstream import JetStream
     from .subscribe import PullSubscription, PushSubscription
 
 
 class Subscribing:
     """``subscribe`` / ``pull_subscribe`` and their bind forms (mixed into JetStream)."""
+
+    @property
+    def _js(self) -> "JetStream":
+        return cast("JetStream", self)  # mixed into JetStream only
 
     def subscribe(
         self,
@@ -53,7 +58,7 @@ class Subscribing:
         norm = build_config(ConsumerConfig, None, {k: v for k, v in given.items() if v is not None})  # validates
         extra = {k: getattr(norm, k) for k in given}
         return sub.subscribe(
-            self, subject, queue, cb, durable, stream, config, manual_ack, ordered_consumer,
+            self._js, subject, queue, cb, durable, stream, config, manual_ack, ordered_consumer,
             idle_heartbeat, flow_control, extra, error_handler,
         )  # fmt: skip
 
@@ -83,7 +88,7 @@ class Subscribing:
         if not name:
             raise errors.InvalidOptionError("subscribe_bind needs the consumer's name")
         return sub.subscribe(
-            self, "", queue, cb, name, stream, config, manual_ack, False, None, False, {}, error_handler, bind=True
+            self._js, "", queue, cb, name, stream, config, manual_ack, False, None, False, {}, error_handler, bind=True
         )
 
     def pull_subscribe(
@@ -98,11 +103,11 @@ class Subscribing:
         consumer is created (and deleted again by ``unsubscribe()``)."""
         from . import subscribe as sub
 
-        return sub.pull_subscribe(self, subject, durable, stream, config)
+        return sub.pull_subscribe(self._js, subject, durable, stream, config)
 
     def pull_subscribe_bind(self, durable: str, stream: str) -> "PullSubscription":
         """A pull subscription on an existing consumer (ConsumerNotFoundError
         if there is none); never created, never deleted."""
         from . import subscribe as sub
 
-        return sub.pull_subscribe(self, "", durable, stream, None, bind=True)
+        return sub.pull_subscribe(self._js, "", durable, stream, None, bind=True)

@@ -157,6 +157,7 @@ class LoopThread:
             if fut.done():
                 raise  # the coroutine itself raised a TimeoutError
             fut.cancel()
+            assert timeout is not None  # only a bounded wait times out
             raise errors.TimeoutError("operation timed out after %.3fs" % timeout) from None
         except concurrent.futures.CancelledError:
             raise errors.ConnectionClosedError("operation cancelled: the client is closing") from None
@@ -237,7 +238,7 @@ _originals_cache: Any = None
 def gevent_patched() -> bool:
     """True if gevent (already imported by someone else) patched ``threading``."""
     try:
-        from gevent import monkey  # type: ignore[import-untyped]
+        from gevent import monkey
 
         return bool(monkey.is_module_patched("threading"))
     except Exception:  # pragma: no cover - a broken or partial gevent
@@ -250,7 +251,7 @@ def _originals() -> Any:
     if _originals_cache is None:
         import types
 
-        from gevent import monkey  # type: ignore[import-untyped]
+        from gevent import monkey
 
         get = monkey.get_original
         _originals_cache = types.SimpleNamespace(
@@ -275,8 +276,8 @@ class _GreenFlag:
     __slots__ = ("is_set", "value", "_event", "_wake")
 
     def __init__(self) -> None:
-        import gevent  # type: ignore[import-untyped]
-        import gevent.event  # type: ignore[import-untyped]
+        import gevent
+        import gevent.event
 
         self.is_set = False
         self.value: Any = None
@@ -315,7 +316,7 @@ class _GreenSafeLoop(asyncio.SelectorEventLoop):
     """
 
     def __init__(self) -> None:
-        from gevent.selectors import GeventSelector  # type: ignore[import-untyped]
+        from gevent.selectors import GeventSelector
 
         super().__init__(GeventSelector())
 
@@ -446,7 +447,7 @@ class _GreenLoopThread(LoopThread):
         """Wait for the OS thread to end, letting other greenlets run."""
         deadline = time.monotonic() + timeout
         try:
-            import gevent  # type: ignore[import-untyped]
+            import gevent
 
             while self._alive.locked() and time.monotonic() < deadline:
                 gevent.sleep(0.002)

@@ -17,7 +17,7 @@ import dataclasses
 import datetime
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import errors, options
 from .models import DiscardPolicy, Placement, StorageType, StoreCompression, StreamConfig, StreamInfo
@@ -109,7 +109,7 @@ def decode_digest(value: Any) -> bytes:
 # -- models ----------------------------------------------------------------------------
 
 
-def _split(data: Dict[str, Any], keys: tuple) -> Dict[str, Any]:
+def _split(data: Dict[str, Any], keys: Tuple[str, ...]) -> Dict[str, Any]:
     return {k: v for k, v in data.items() if k not in keys}
 
 

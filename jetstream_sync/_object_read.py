@@ -79,7 +79,7 @@ class ObjectResult(io.RawIOBase):
             chunk = info.options.max_chunk_size if info.options else None
             with bucket_errors(bucket):
                 self._ctx = oc.messages(max_messages=_window(chunk, GET_BUFFER_BYTES))
-            self._left = oc.cached_info.num_pending  # what is stored now: extra chunks count too
+            self._left = oc.cached_info.num_pending or 0  # what is stored now: extra chunks count too
         if not self._left:
             with contextlib.suppress(errors.JetStreamError):
                 self._finish()  # an empty object, or every chunk lost: the first read raises

@@ -4,7 +4,7 @@ published by the loop thread in bursts. One per connection."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Deque, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Deque, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import errors
 from ._wire import Batcher
@@ -101,7 +101,7 @@ class AckOutbox(Batcher):
             items.append(queue.popleft())
         return items
 
-    def put_many(self, items: List[Tuple[Subject, bytes]]) -> None:
+    def put_many(self, items: Sequence[Tuple[Subject, bytes]]) -> None:
         """Queue several publishes and send them now (used to NAK a buffer)."""
         if items:
             if self._sealed:

@@ -10,7 +10,7 @@ import json
 import re
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, cast
 
 from . import errors
 from ._wire import Batcher, subject_covers, translate
@@ -73,7 +73,7 @@ class _Pending:
 _COND_LOCK = threading.Lock()
 
 
-class PubAckFuture(concurrent.futures.Future):  # type: ignore[type-arg]
+class PubAckFuture(concurrent.futures.Future[PubAck]):
     """A ``concurrent.futures.Future`` of a PubAck.
 
     Its condition variable is made only when something waits on it (most
@@ -87,11 +87,11 @@ class PubAckFuture(concurrent.futures.Future):  # type: ignore[type-arg]
         self._state = _PENDING
         self._result = None
         self._exception: Optional[BaseException] = None
-        self._waiters: list = []
-        self._done_callbacks: list = []
+        self._waiters: List[Any] = []
+        self._done_callbacks: List[Callable[["concurrent.futures.Future[PubAck]"], object]] = []
         self._publisher = publisher
 
-    @property  # type: ignore[override]
+    @property
     def _condition(self) -> threading.Condition:
         cond = self._cond
         if cond is None:
@@ -100,6 +100,10 @@ class PubAckFuture(concurrent.futures.Future):  # type: ignore[type-arg]
                 if cond is None:
                     cond = self._cond = threading.Condition()
         return cond
+
+    @_condition.setter
+    def _condition(self, cond: threading.Condition) -> None:  # Future's is an attribute; nothing sets it here
+        self._cond = cond
 
     def _finish_unwatched(self, result: Any, exception: Optional[BaseException]) -> bool:
         """Resolve without the Condition if nobody has asked for it yet."""
@@ -114,7 +118,7 @@ class PubAckFuture(concurrent.futures.Future):  # type: ignore[type-arg]
             self._exception = exception
             self._state = _FINISHED
         if self._done_callbacks:
-            self._invoke_callbacks()
+            self._invoke_callbacks()  # type: ignore[attr-defined]  # Future's private method, not in typeshed
         return True
 
     def set_result(self, result: Any) -> None:
@@ -129,9 +133,9 @@ class PubAckFuture(concurrent.futures.Future):  # type: ignore[type-arg]
         if self._state == _FINISHED:
             if self._exception is not None:
                 raise self._exception
-            return self._result  # type: ignore[return-value]
+            return cast(PubAck, self._result)  # finished without an exception: a PubAck was set
         self._before_wait()
-        return super().result(timeout)  # type: ignore[no-any-return]
+        return super().result(timeout)
 
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
         if self._state == _FINISHED:
@@ -326,9 +330,9 @@ class AsyncPublisher(Batcher):
         if not self.conn.send_commands(b"".join(parts), len(parts), size):
             exc = errors.ConnectionClosedError("cannot publish: the connection is closed or its buffer is full")
             for token in sent:
-                entry = self._inflight.pop(token, None)
-                if entry is not None:
-                    self._fail(entry, exc)
+                failed = self._inflight.pop(token, None)
+                if failed is not None:
+                    self._fail(failed, exc)
 
     def _track(self, entry: _Pending) -> bytes:
         """A reply token for ``entry``, awaiting its PubAck; arms the sweeper."""

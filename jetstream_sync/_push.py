@@ -77,6 +77,8 @@ class PushEngine(ContinuousEngine):
     """Delivery for one push MessagesContext / ConsumeContext. Loop thread
     only, except where a method says "user side"."""
 
+    _target: PushTarget
+
     def __init__(self, conn: "Connection", receiver: Receiver, target: PushTarget, opts: PushOptions) -> None:
         receiver.stats = self._push_stats = PushStats()  # before the base class takes it
         super().__init__(conn, receiver, target)

@@ -220,6 +220,7 @@ class Receiver(Resource):
                 remaining = None if deadline is None else deadline - monotonic()
                 if remaining is not None and remaining <= 0:
                     if waited:
+                        assert timeout is not None  # it set the deadline
                         raise errors.TimeoutError("no message within %.3fs" % timeout)
                     remaining = 0.0  # look once at what was handed over, without waiting
                 waited = True

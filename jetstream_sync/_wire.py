@@ -65,7 +65,8 @@ class Sink(Protocol):
     """Where the parser puts the messages of one subscription in bulk: every
     message of a socket read at once, made by ``make`` (no call per message)."""
 
-    conn: Any  # passed to make
+    @property
+    def conn(self) -> Any: ...  # passed to make
 
     def make(self, subject: bytes, reply: bytes, data: bytes, conn: Any, hdr_raw: Optional[bytes]) -> Any: ...
 
@@ -167,7 +168,8 @@ class FastParser(Parser):
 
     async def parse(self, data: bytes = b"") -> None:
         if self.state != AWAITING_CONTROL_LINE:
-            return await super().parse(data)
+            await super().parse(data)
+            return
         buf = self.buf
         buf.extend(data)
         if len(buf) < self._need:
@@ -299,7 +301,7 @@ class FastParser(Parser):
         if count:
             nc.stats["in_msgs"] += count
             nc.stats["in_bytes"] += size_in
-        if buf and not (buf.startswith(b"MSG ") or buf.startswith(b"HMSG ")):
+        if buf and not buf.startswith((b"MSG ", b"HMSG ")):
             await super().parse()
 
     @staticmethod
@@ -354,7 +356,8 @@ class Dispatcher:
             return _DONE
         handler = self._handlers.get(sid)
         if handler is None:
-            return self._fallback(sid, subject, reply, data, headers)
+            # nats-py annotates headers as bytes, yet its parser passes None without them.
+            return self._fallback(sid, subject, reply, data, headers)  # type: ignore[arg-type]
         handler(subject, reply, data, headers)
         return _DONE
 
@@ -389,6 +392,7 @@ def send_raw(nc: _NatsClient, data: bytes) -> bool:
     if not nc._pending and nc.is_connected:
         # Nothing queued before it: write now, one loop iteration sooner than
         # nats-py's flusher task would (the latency of a blocking publish).
+        assert nc._transport is not None  # set while connected
         nc._transport.write(data)
         return True
     nc._pending.append(data)
@@ -398,6 +402,7 @@ def send_raw(nc: _NatsClient, data: bytes) -> bool:
     flusher = getattr(nc, "_flusher_task", None)
     if flusher is None or flusher.done():
         # No flusher (nats-py then writes inline, so do we).
+        assert nc._transport is not None  # set while connected
         nc._transport.writelines(nc._pending[:])
         nc._pending = []
         nc._pending_data_size = 0

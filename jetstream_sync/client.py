@@ -343,6 +343,7 @@ class Subscription(Resource):
     def _take(self, t: Optional[float]) -> Msg:
         with self._cond:
             if not self._cond.wait_for(lambda: self._items or self._ended is not None, t):
+                assert t is not None  # only a bounded wait times out
                 raise errors.TimeoutError("no message within %.3fs" % t)
             if self._items:
                 msg = self._items.popleft()

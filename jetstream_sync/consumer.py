@@ -154,7 +154,7 @@ class Consumer(BaseConsumer):
         except StopIteration:
             raise errors.TimeoutError(f"no message from {self.stream_name}/{self.name} within {timeout}s") from None
         finally:
-            it.close()  # type: ignore[attr-defined]
+            it.close()
 
     def messages(self, *, error_handler: Optional[ErrorHandler] = None, **options: Any) -> MessagesContext:
         """A continuous, pre-buffered pull to iterate (ADR-37 consume).

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Type
+from typing import TYPE_CHECKING, Any, Callable, Generator, List, Optional, Type
 
 from . import errors, options
 from ._pull import FetchEngine, PullEngine, PullTarget
@@ -265,13 +265,13 @@ class FetchResult:
         self._iterated = False
         _start(conn, self._receiver, engine(conn, self._receiver, target, opts), target.api_timeout)
 
-    def __iter__(self) -> Iterator[Msg]:
+    def __iter__(self) -> Generator[Msg, None, None]:  # a generator: callers may close() it
         if self._iterated:
             raise errors.InvalidOptionError("a fetch result can be iterated only once")
         self._iterated = True
         return self._messages()
 
-    def _messages(self) -> Iterator[Msg]:
+    def _messages(self) -> Generator[Msg, None, None]:
         receiver = self._receiver
         try:
             while True:

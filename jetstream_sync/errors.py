@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import builtins
 import enum
-from typing import Any, Dict
+from typing import Any, Dict, Type
 
 __all__ = [
     "ErrorCode",
@@ -205,7 +205,7 @@ class MsgNotFoundError(NotFoundError):
     """No message matched a get request (err_code 10037)."""
 
 
-_BY_ERR_CODE: Dict[int, type] = {
+_BY_ERR_CODE: Dict[int, Type["APIError"]] = {
     ErrorCode.STREAM_NOT_FOUND: StreamNotFoundError,
     ErrorCode.CONSUMER_NOT_FOUND: ConsumerNotFoundError,
     ErrorCode.CONSUMER_DOES_NOT_EXIST: ConsumerNotFoundError,

@@ -8,6 +8,7 @@ import base64
 import dataclasses
 import datetime
 import json
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple, Type, TypeVar, Union
 
 import nats.errors as _nerr
@@ -45,13 +46,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from .push import PushConsumer
     from .stream import Stream
 
+    # What a consumer lookup or creation returns: which kind depends on the
+    # server's config, so the type is the union. Every call both kinds share
+    # (messages, consume, info, delete, ...) type-checks on it, and so do
+    # fetch/fetch_no_wait/next: PushConsumer declares them as refusals
+    # (NoReturn, ConsumerPushBasedError), so their result types are the pull
+    # consumer's. isinstance() narrows to one kind for the rest.
     AnyConsumer = Union[Consumer, PushConsumer]
 
 __all__ = ["JetStream"]
 
 
 _C = TypeVar("_C", StreamConfig, ConsumerConfig)
-_ENUMS: Dict[str, type] = {
+_ENUMS: Dict[str, Type[Enum]] = {
     "ack_policy": AckPolicy,
     "deliver_policy": DeliverPolicy,
     "replay_policy": ReplayPolicy,
@@ -82,7 +89,7 @@ def build_config(cls: Type[_C], config: Optional[_C], overrides: Dict[str, Any])
             try:
                 setattr(cfg, name, enum(value))
             except ValueError:
-                allowed = ", ".join(repr(e.value) for e in enum)  # type: ignore[attr-defined]
+                allowed = ", ".join(repr(e.value) for e in enum)
                 raise errors.InvalidOptionError(f"{name} must be one of {allowed}, got {value!r}") from None
     for name in _DURATIONS:
         value = getattr(cfg, name, None)
@@ -199,7 +206,7 @@ class JetStream(Publishing, Subscribing, Buckets):
         except _nerr.TimeoutError as exc:
             raise errors.TimeoutError(f"JetStream API request {subject} timed out after {timeout}s") from exc
         try:
-            resp = json.loads(msg.data)
+            resp: Dict[str, Any] = json.loads(msg.data)
         except ValueError as exc:
             raise errors.JetStreamError(f"invalid JetStream API response to {subject}: {msg.data[:200]!r}") from exc
         if "error" in resp:
@@ -207,7 +214,7 @@ class JetStream(Publishing, Subscribing, Buckets):
             if about and isinstance(err, errors.NotFoundError):
                 err = type(err)(err.code, err.err_code, f"{err.description}: {about}")
             raise err
-        return resp  # type: ignore[no-any-return]
+        return resp
 
     def _paged(
         self, suffix: str, key: str, payload: Optional[Dict[str, Any]] = None, about: str = ""
@@ -448,7 +455,9 @@ class JetStream(Publishing, Subscribing, Buckets):
     def create_consumer(self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any) -> "AnyConsumer":
         """Create a consumer; fails (APIError 10148) if one with that name but a
         different config exists. Without ``name``/``durable_name`` it is
-        ephemeral, with a generated name."""
+        ephemeral, with a generated name. Returns a PushConsumer when the
+        config has a ``deliver_subject``, else a (pull) Consumer; the return
+        type is their union, as :meth:`consumer` explains."""
         return self._upsert_consumer(stream, config, fields, "create")
 
     def update_consumer(self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any) -> "AnyConsumer":
@@ -498,7 +507,13 @@ class JetStream(Publishing, Subscribing, Buckets):
     def consumer(self, stream: str, name: str) -> "AnyConsumer":
         """A handle on an existing consumer: a PushConsumer when its config
         has a deliver subject, else a (pull) Consumer; raises
-        ConsumerNotFoundError."""
+        ConsumerNotFoundError.
+
+        Typed ``Consumer | PushConsumer``: ``messages()``, ``consume()``,
+        ``fetch()``, ``next()`` and the rest they share type-check without a
+        cast (on a push consumer the pull calls raise ConsumerPushBasedError);
+        narrow with ``isinstance`` for what only one kind has (``unpin``,
+        ``deliver_subject``)."""
         return self._consumer_handle(self._consumer_info_raw(stream, name))
 
     def ordered_consumer(self, stream: str, **config: Any) -> "OrderedConsumer":
@@ -585,7 +600,8 @@ class JetStream(Publishing, Subscribing, Buckets):
 
     def account_info(self) -> AccountInfo:
         """Usage and limits of this account's JetStream."""
-        return AccountInfo.from_response(self._api("INFO"))
+        info: AccountInfo = AccountInfo.from_response(self._api("INFO"))  # nats-py leaves it unannotated
+        return info
 
 def _positive(name: str, value: Any, allow_zero: bool = False) -> int:
     return options.count(name, value, allow_zero=allow_zero)

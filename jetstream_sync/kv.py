@@ -18,7 +18,7 @@ import dataclasses
 import datetime
 import enum
 import threading
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union, cast
 
 from . import errors, options
 from .contexts import MessagesContext
@@ -163,8 +163,9 @@ class KeyValueStatus:
             max_bytes=c.max_bytes if c.max_bytes and c.max_bytes > 0 else None,
             storage=c.storage or StorageType.FILE,
             replicas=c.num_replicas or 1,
-            placement=c.placement,
-            republish=c.republish,
+            # from_response built this module's classes for these
+            placement=cast(Optional[Placement], c.placement),
+            republish=cast(Optional[RePublish], c.republish),
             compression=self.is_compressed,
             limit_marker_ttl=self.limit_marker_ttl,
             metadata=c.metadata,

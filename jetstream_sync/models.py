@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Dict, FrozenSet, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, FrozenSet, List, Optional, Tuple, Type, TypeVar, cast
 
 from nats.js import api as _api
 
@@ -101,10 +101,11 @@ def _copy_json(value: Any) -> Any:
 
 
 _FIELD_NAMES: Dict[type, FrozenSet[str]] = {}
+_M = TypeVar("_M", bound="_Model")
 
 
 @dataclass
-class _Model:
+class _Model(_api.Base):
     """Parsing shared by the config models (listed before a nats-py base).
 
     ``from_response`` never mutates its argument (nats-py's does, which got
@@ -130,7 +131,7 @@ class _Model:
         return names
 
     @classmethod
-    def from_response(cls, resp: Dict[str, Any]) -> Any:
+    def from_response(cls: Type[_M], resp: Dict[str, Any]) -> _M:
         known = cls._field_names()
         params: Dict[str, Any] = {}
         extra: Dict[str, Any] = {}
@@ -167,7 +168,7 @@ class _Model:
         return obj
 
     def as_dict(self) -> Dict[str, object]:
-        result = super().as_dict()  # type: ignore[misc]
+        result = super().as_dict()
         result.pop("_wire", None)
         for key in self._durations:
             value = getattr(self, key)
@@ -246,32 +247,45 @@ class StreamConfig(_Model, _api.StreamConfig):
     _durations: ClassVar[Tuple[str, ...]] = ("max_age", "duplicate_window", "subject_delete_marker_ttl")
 
 
-class _InfoWithConfig:
-    """from_response for info classes: typed ``config``, unknown fields in ``extra``."""
+_I = TypeVar("_I", bound="_InfoWithConfig")
+
+
+class _InfoWithConfig(_api.Base):
+    """from_response for info classes: typed ``config``, unknown fields in ``extra``.
+
+    Listed before a nats-py info class; deriving from ``Base`` only tells the
+    type checker what ``super()`` is (it adds no dataclass fields)."""
+
+    if TYPE_CHECKING:  # the dataclasses mixing this in declare them
+        _config_cls: ClassVar[Type[_Model]]
+        config: Any
+        extra: Dict[str, Any]
 
     @classmethod
-    def from_response(cls, resp: Dict[str, Any]) -> Any:
+    def from_response(cls: Type[_I], resp: Dict[str, Any]) -> _I:
         extra = _split_unknown(cls, resp)
         # nats-py converts nested dicts in place: hand it a copy, without the config.
         rest = {k: _copy_json(v) for k, v in resp.items() if k != "config"}
-        info = super().from_response(rest)  # type: ignore[misc]
+        info = super().from_response(rest)
         config = resp.get("config")
         if isinstance(config, dict):
-            config = cls._config_cls.from_response(config)  # type: ignore[attr-defined]
+            config = cls._config_cls.from_response(config)
         info.config = config
         info.extra = extra
         return info
 
     def as_dict(self) -> Dict[str, object]:
-        return _with_extra(super().as_dict(), self.extra)  # type: ignore[misc,attr-defined]
+        return _with_extra(super().as_dict(), self.extra)
 
 
 @dataclass
 class StreamInfo(_InfoWithConfig, _api.StreamInfo):
     """Stream info as the server reported it; ``config`` is a :class:`StreamConfig`."""
 
-    _config_cls: ClassVar[type] = StreamConfig
+    _config_cls: ClassVar[Type[_Model]] = StreamConfig
     extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    if TYPE_CHECKING:  # from_response builds this module's StreamConfig
+        config: StreamConfig
 
 
 @dataclass
@@ -315,11 +329,13 @@ class ConsumerInfo(_InfoWithConfig, _api.ConsumerInfo):
     """Consumer info as the server reported it; ``config`` is a :class:`ConsumerConfig`.
     ``pause_remaining`` is seconds (as on ConsumerPauseResponse)."""
 
-    _config_cls: ClassVar[type] = ConsumerConfig
+    _config_cls: ClassVar[Type[_Model]] = ConsumerConfig
     extra: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    if TYPE_CHECKING:  # from_response builds this module's ConsumerConfig
+        config: ConsumerConfig
 
     @classmethod
-    def from_response(cls, resp: Dict[str, Any]) -> Any:
+    def from_response(cls, resp: Dict[str, Any]) -> "ConsumerInfo":
         info = super().from_response(resp)
         if isinstance(info.pause_remaining, (int, float)) and not isinstance(info.pause_remaining, bool):
             info.pause_remaining = info.pause_remaining / _NS
@@ -382,7 +398,7 @@ class PubAck(_api.PubAck):
     def from_response(cls, resp: Dict[str, Any]) -> "PubAck":
         if resp.keys() <= _PLAIN_ACK_KEYS:  # the common case, without dataclass introspection
             return cls(resp["stream"], resp["seq"], resp.get("domain"), bool(resp.get("duplicate")))
-        ack = super().from_response(resp)
+        ack = cast("PubAck", super().from_response(resp))  # nats-py builds cls(...): this class
         ack.duplicate = bool(ack.duplicate)
         return ack
 

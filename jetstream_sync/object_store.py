@@ -33,7 +33,6 @@ from ._object import (
     ObjectStoreStatus,
     Source,
     bucket_errors,
-    store_config,  # noqa: F401 - JetStream.create_object_store & co. call it from here
 )
 from ._object_read import DEFAULT_CHUNK_TIMEOUT, ObjectResult, ObjectWatcher
 
@@ -107,9 +106,9 @@ def statuses(js: "JetStream") -> List[ObjectStoreStatus]:
     """Every bucket's status (streams named OBJ_… holding chunk subjects)."""
     prefix = obj.STREAM_PREFIX
     return [
-        ObjectStoreStatus.from_stream_info(info.config.name[len(prefix):], info)
+        ObjectStoreStatus.from_stream_info(name[len(prefix):], info)
         for info in js.streams(subject=obj.all_chunks("*"))
-        if info.config.name.startswith(prefix)
+        if (name := info.config.name or "").startswith(prefix)
     ]
 
 
@@ -161,7 +160,8 @@ class ObjectStore:
         On failure the chunks already stored are purged.
         """
         info = self._new_info(name, meta, description, headers, metadata, chunk_size)
-        size = info.options.max_chunk_size  # type: ignore[union-attr]
+        assert info.options is not None and info.options.max_chunk_size is not None  # _new_info sets it
+        size = info.options.max_chunk_size
         chunks = obj.chunks_of(data, size)  # refuses other types before anything is sent
         existing = self._info_or_none(info.name)
         subject = obj.chunk_subject(self.bucket, info.nuid)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime
 import functools
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, TypeVar, Union
 
 from . import errors, options
 from ._ordered import OrderedFetchEngine, OrderedPullEngine, OrderedReceiver, OrderedState, start_time
@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["OrderedConsumer"]
 
 ErrorHandler = Callable[[BaseException], Any]
+_R = TypeVar("_R")
 DEFAULT_INACTIVE_THRESHOLD = 300.0  # seconds, as nats.go
 
 
@@ -195,9 +196,9 @@ class OrderedConsumer:
             except (errors.NoHeartbeatError, errors.NoRespondersError):
                 continue  # the consumer was lost: the next fetch recreates it
             finally:
-                it.close()  # type: ignore[attr-defined]
+                it.close()
 
-    def _open(self, mode: str, make: Callable[..., Any]) -> Any:
+    def _open(self, mode: str, make: Callable[[Any, Callable[..., Any]], _R]) -> _R:
         """Start a read in ``mode`` on a server consumer positioned right after
         the last message handed out (reused only after a fetch that ended cleanly)."""
         state = self._state

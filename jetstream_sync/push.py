@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional
+from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, TypeVar
 
 from . import errors
 from ._push import PushEngine, PushTarget
@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["PushConsumer"]
 
 ErrorHandler = Callable[[BaseException], Any]
+_Ctx = TypeVar("_Ctx", MessagesContext, ConsumeContext)
 
 
 class PushConsumer(BaseConsumer):
@@ -103,7 +104,7 @@ class PushConsumer(BaseConsumer):
         cfg = self._info.config
         return push_options(cfg.idle_heartbeat if cfg is not None else None, given)
 
-    def _start(self, make: Callable[[], Any], exclusive: bool) -> Any:
+    def _start(self, make: Callable[[], _Ctx], exclusive: bool) -> _Ctx:
         if not isinstance(exclusive, bool):
             raise errors.InvalidOptionError(f"exclusive must be a bool, got {exclusive!r}")
         if self.deliver_group:

@@ -55,7 +55,7 @@ def connect_options(options: Mapping[str, str]) -> Dict[str, Any]:
     return out
 
 
-@functools.lru_cache(maxsize=None)  # one context per spec: shared clients are keyed by its identity
+@functools.cache  # one context per spec: shared clients are keyed by its identity
 def _tls_context(spec: Tuple[Tuple[str, str], ...]) -> ssl.SSLContext:
     files = dict(spec)
     ctx = ssl.create_default_context(cafile=files.get("ca"))

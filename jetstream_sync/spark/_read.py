@@ -260,7 +260,7 @@ def _incomplete(r: SeqRange, msg: Optional[jss.Msg], why: str) -> PartitionIncom
     )
 
 
-def _nothing_left(cons: jss.Consumer, r: SeqRange, msg: Optional[jss.Msg], second: bool) -> bool:
+def _nothing_left(cons: jss.BaseConsumer, r: SeqRange, msg: Optional[jss.Msg], second: bool) -> bool:
     """After ``fetchTimeout`` without a message: True when the server says no
     matching message is left and none is on its way; otherwise raise, or
     (first time, server answering) False to wait once more."""
@@ -334,7 +334,7 @@ def read_range_arrow(r: SeqRange, schema: Any) -> Iterator[Any]:
         yield batch()
 
 
-def _delete_quietly(cons: jss.Consumer, js: Optional[jss.JetStream] = None) -> None:
+def _delete_quietly(cons: jss.BaseConsumer, js: Optional[jss.JetStream] = None) -> None:
     try:
         if js is None:
             cons.delete()

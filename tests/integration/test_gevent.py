@@ -187,7 +187,7 @@ def test_sigterm_under_gevent_drains_acks_and_exits_by_the_signal(server, js, st
             proc.wait(5)
     assert proc.returncode in (-15, 143), (proc.returncode, err[-2000:])
     assert "BlockingSwitchOutError" not in err, err[-2000:]
-    acked = 1 + sum(1 for l in out.splitlines() if l.startswith("ACKED"))
+    acked = 1 + sum(1 for line in out.splitlines() if line.startswith("ACKED"))
     info = cons.info()
     assert info.num_ack_pending == 0, (info.num_ack_pending, acked, err[-1000:])
     assert info.ack_floor.stream_seq == acked

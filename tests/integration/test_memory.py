@@ -41,7 +41,7 @@ def test_max_messages_buffer_never_exceeds_the_limit(js, stream):
     publish(js, subj, 1000)
     cons = stream.create_consumer(durable_name="c", ack_policy="none")
     with cons.messages(max_messages=100) as ctx:
-        for i, msg in enumerate(ctx):
+        for i, _msg in enumerate(ctx):
             time.sleep(0.0005)
             if i == 999:
                 break

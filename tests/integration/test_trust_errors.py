@@ -457,7 +457,7 @@ def test_sigterm_drains_and_acks_before_exit(server, js, stream, subj, cons, tmp
             if line == "READY":
                 break
         # Let it work a little so that acks and a buffer are in flight, then stop it.
-        wait_until(lambda: sum(1 for l in list(lines.queue) if l and l.startswith("ACKED")) >= 5, timeout=10)
+        wait_until(lambda: sum(1 for line in list(lines.queue) if line and line.startswith("ACKED")) >= 5, timeout=10)
         proc.send_signal(signal.SIGTERM)
         try:
             rc = proc.wait(timeout=15)
@@ -482,8 +482,8 @@ def test_sigterm_drains_and_acks_before_exit(server, js, stream, subj, cons, tmp
     err = proc.stderr.read()
 
     assert rc in (0, -signal.SIGTERM, 128 + signal.SIGTERM), f"exit status {rc}; stderr:\n{err}"
-    ack_fail = [l for l in out if l.startswith("ACKFAIL")]
-    acked = [int(l.split()[1]) for l in out if l.startswith("ACKED")]
+    ack_fail = [line for line in out if line.startswith("ACKFAIL")]
+    acked = [int(line.split()[1]) for line in out if line.startswith("ACKED")]
     assert acked, "worker acked nothing"
     assert acked == list(range(1, len(acked) + 1)), f"acked out of order / with gaps: {acked[:10]}…"
 
