@@ -11,7 +11,7 @@ def test_client_counts_every_publish_and_ack_it_sends(nc, js, subj, cons):
     before = nc.stats
     for i in range(10):
         js.publish(subj, b"%d" % i)
-    for i in range(10):
+    for _i in range(10):
         js.publish_async(subj, b"x" * 100)
     assert js.publish_async_complete(timeout=10)
     with cons.messages() as ctx:
