@@ -26,6 +26,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # script -> a line its output must contain
 EXPECTED = {
     "quickstart.py": "received quickstart.hello: hello, JetStream (delivery 1)",
+    "cron_job.py": "exported 250",
     "consume_messages.py": "handled 100 messages",
     "fetch_batch.py": "fetch_no_wait: 15 messages",
     "consume_handler.py": "handled 50 jobs, closed=True",
