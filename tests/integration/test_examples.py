@@ -49,14 +49,16 @@ def test_every_example_is_tested():
     assert {p.name for p in EXAMPLES.glob("*.py")} == set(EXPECTED) | SPECIAL
 
 
-@pytest.mark.timeout(150)
-@pytest.mark.parametrize("script", sorted(EXPECTED))
+@pytest.mark.timeout(230)
+@pytest.mark.parametrize(
+    "script", [pytest.param(s, marks=pytest.mark.spark) if s.startswith("pyspark") else s for s in sorted(EXPECTED)]
+)
 def test_example_runs(server, script):
     if script.startswith("pyspark"):
         pytest.importorskip("pyspark", reason="the spark extra is not installed")
         if shutil.which("java") is None:
             pytest.skip("Spark needs Java 17+")
-    timeout = 140 if script.startswith("pyspark") else 30
+    timeout = 200 if script.startswith("pyspark") else 30
     out = subprocess.run(
         [sys.executable, str(EXAMPLES / script)], env=_env(server), capture_output=True, text=True, timeout=timeout
     )
