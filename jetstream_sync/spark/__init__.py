@@ -7,7 +7,7 @@
 - :func:`publish_partition` for ``df.foreachPartition``.
 - :func:`shared_client` / :func:`close_all`: one client per worker process.
 
-See docs/spark.md.
+See docs/guides/pyspark.md.
 """
 
 import os

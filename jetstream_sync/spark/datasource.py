@@ -76,7 +76,7 @@ SCHEMA = StructType(
 
 
 class JetStreamDataSource(DataSource):
-    """``spark.read.format("jetstream")`` and friends; see docs/spark.md."""
+    """``spark.read.format("jetstream")`` and friends; see docs/guides/pyspark.md."""
 
     @classmethod
     def name(cls) -> str:
