@@ -36,13 +36,14 @@ EXPECTED = {
     "kv.py": "create: the lock is taken",
     "object_store.py": "get: 300000 bytes, same=True",
     "pyspark_read.py": "spark read 100 messages: {'ex.spark.eu': 50, 'ex.spark.us': 50}",
+    "prometheus_exporter.py": 'jetstream_consume_total{context="billing",counter="delivered"} 100.0',
 }
 # run differently, below
 SPECIAL = {"sigterm_worker.py", "gunicorn_app.py"}
 
 
 def _env(server) -> dict:
-    return {**os.environ, "NATS_URL": server.url}
+    return {**os.environ, "NATS_URL": server.url, "METRICS_PORT": "0"}  # 0: any free port
 
 
 def test_every_example_is_tested():
