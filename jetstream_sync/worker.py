@@ -160,7 +160,6 @@ class Worker:
             except errors.JetStreamError as exc:
                 _log.error("worker: cannot connect to %s: %s", where, exc)
                 return 1
-            _log.info("worker: connected to %s", client.connected_url)
         try:
             return self._consume(client)
         finally:
