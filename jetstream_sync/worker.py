@@ -203,8 +203,8 @@ class Worker:
         deadline = time.monotonic() + limit
         ctx.drain()
         self._join(deadline - limit * _CLOSE_SHARE)
+        ctx.stop()  # NAKs what was received and not handed out (nothing after a complete drain)
         if self._alive():
-            ctx.stop()  # NAKs what was received and not handed out
             self._join(deadline - limit * _CLOSE_SHARE / 2)
             left = self._alive()
             if left:
@@ -213,8 +213,6 @@ class Worker:
                     left,
                     limit,
                 )
-        else:
-            ctx.stop()  # drained: releases the context at once
         self._close_by = deadline
         rest = max(deadline - time.monotonic(), _MIN_CLOSE)
         if self._client is not None and not client.is_closed:
