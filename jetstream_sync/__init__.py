@@ -68,6 +68,7 @@ from .ordered import OrderedConsumer
 from .push import PushConsumer
 from .stream import Stream
 from .subscribe import PullSubscription, PushSubscription
+from .worker import Worker, WorkerStats, run_worker
 
 from .errors import (
     BadBucketError,
@@ -220,4 +221,8 @@ __all__ = [
     "InvalidObjectStoreNameError",
     "InvalidObjectNameError",
     "ObjectLinkError",
+    # the ready worker
+    "Worker",
+    "WorkerStats",
+    "run_worker",
 ]

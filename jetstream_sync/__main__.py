@@ -1,4 +1,4 @@
-"""Command line: ``jetstream-sync demo`` / ``python -m jetstream_sync demo``."""
+"""Command line: ``jetstream-sync demo|bench|worker`` / ``python -m jetstream_sync ...``."""
 
 from __future__ import annotations
 
@@ -13,13 +13,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print("usage: jetstream-sync demo [--server URL] [-n COUNT] [--size BYTES] [--no-progress]")
         print("       jetstream-sync bench {pub,consume,both} [--server URL | --embedded] ... (bench -h)")
+        print("       jetstream-sync worker module:handler --stream S --consumer C [--server URL] ... (worker -h)")
         return 0 if args else 2
     if args[0] == "demo":
         from ._demo import main as command
     elif args[0] == "bench":
         from ._bench import main as command
+    elif args[0] == "worker":
+        from ._worker_cli import main as command
     else:
-        print(f"unknown command {args[0]!r}; try: jetstream-sync demo, jetstream-sync bench", file=sys.stderr)
+        print(f"unknown command {args[0]!r}; try: jetstream-sync demo, bench or worker", file=sys.stderr)
         return 2
     try:
         return command(args[1:])

@@ -444,7 +444,16 @@ class ContinuousEngine(Engine):
     def shutdown(self, mode: str) -> "asyncio.Future[None]":
         """``"stop"``: NAK everything not handed out; ``"drain"``: hand it all
         over. Loop thread; returns the (shared) shutdown task."""
-        return self._begin_shutdown(None, nak=(mode == "stop"))
+        draining = self._shutdown_task is not None and not self._nak_arrivals
+        task = self._begin_shutdown(None, nak=(mode == "stop"))
+        if mode == "stop" and draining:
+            # stop() after drain(): what the drain queued and nobody took is
+            # NAK'd too, or it would wait out AckWait.
+            self._nak_arrivals = True
+            self._flush()
+            self._nak_queued()
+            task.add_done_callback(lambda _: self._nak_queued())
+        return task
 
     def _begin_shutdown(self, error: Optional[BaseException], nak: bool = False) -> "asyncio.Future[None]":
         if self._shutdown_task is None:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, List, Optional
 from . import options
 from ._connection import live_connections
 
-__all__ = ["install_signal_handlers"]
+__all__ = ["install_signal_handlers", "catch_signals"]
 
 _log = logging.getLogger(__name__)
 _shutting_down = threading.Event()
@@ -100,3 +100,28 @@ def _shutdown(signum: int, timeout: float, exit: bool, on_shutdown: Optional[Cal
             _log.exception("closing a client after signal %d failed", signum)
     if exit:
         os.kill(os.getpid(), signum)  # the default action now: end as the signal would
+
+
+def catch_signals(signals: Iterable[int], on_signal: Callable[[int], Any]) -> Callable[[], None]:
+    """Call ``on_signal(signum)`` (it must not block) on the first of ``signals``;
+    a second one gets the signal's default action, ending the process at once.
+    Main thread only. Returns a function that puts the previous handlers back."""
+    sigs = list(signals)
+    previous = {sig: signal.getsignal(sig) for sig in sigs}
+    fired: List[int] = []
+
+    def handler(signum: int, frame: Any) -> None:
+        if not fired:
+            fired.append(signum)
+            for sig in sigs:
+                signal.signal(sig, signal.SIG_DFL)  # the next one ends the process
+            on_signal(signum)
+
+    for sig in sigs:
+        signal.signal(sig, handler)
+
+    def restore() -> None:
+        for sig, before in previous.items():
+            signal.signal(sig, before if before is not None else signal.SIG_DFL)
+
+    return restore

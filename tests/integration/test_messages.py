@@ -334,3 +334,19 @@ def test_works_without_the_fast_paths(monkeypatch, server, stream):
         wait_until(lambda: cons.info().ack_floor.stream_seq == 15)
     finally:
         plain.close()
+
+
+def test_stop_after_drain_naks_what_the_drain_received_and_nobody_took(js, stream, subj, cons):
+    # The worker's deadline path: drain(), handlers stuck, then stop(). Messages that came
+    # in chunks after the one being read must go back at once, not after AckWait (30 s).
+    ctx = cons.messages()
+    js.publish(subj, b"first")
+    first = ctx.next(5)
+    publish(js, subj, 49)  # later socket reads: further chunks in the hand-off queue
+    wait_until(lambda: cons.info().num_ack_pending == 50)
+    ctx.drain()
+    ctx.stop()
+    first.ack()
+    with cons.messages() as again:
+        got = [again.next(5) for _ in range(49)]
+    assert sorted(int(m.data) for m in got) == list(range(49))

@@ -1,0 +1,146 @@
+"""``jetstream-sync worker module:handler ...``: the worker's command line, and
+the pieces the Django and Flask commands share with it (options, handler
+loading, servers, logging)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from . import errors
+from .worker import Worker
+
+__all__ = ["UsageError", "add_arguments", "build_worker", "load_handler", "main"]
+
+ENV_URL = "NATS_URL"
+LOG_FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
+
+
+class UsageError(Exception):
+    """A bad command line: one line for the user, exit status 2."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The worker's options (the Django command adds the same ones)."""
+    parser.add_argument("handler", help="the handler to call per message, as module:function")
+    parser.add_argument(
+        "--server", action="append", metavar="URL",
+        help=f"NATS server URL (repeat or comma-separate for several; default ${ENV_URL})",
+    )  # fmt: skip
+    parser.add_argument("--stream", required=True, help="the stream of the consumer")
+    parser.add_argument("--consumer", required=True, help="a durable pull consumer of the stream")
+    parser.add_argument("--concurrency", type=int, default=1, metavar="N", help="handler threads (default 1)")
+    parser.add_argument(
+        "--shutdown-timeout", type=float, default=10.0, metavar="S",
+        help="seconds for a graceful stop on SIGTERM/SIGINT (default 10)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--stats-interval", type=float, default=60.0, metavar="S", help="seconds between stats log lines (0: none)"
+    )
+    parser.add_argument(
+        "--max-messages", type=int, metavar="N", help="messages pulled ahead of the handlers (default 500)"
+    )
+    parser.add_argument("--nak-delay", type=float, metavar="S", help="redeliver a failed message after S seconds")
+    parser.add_argument("--creds", metavar="FILE", help="NATS credentials file")
+    parser.add_argument("--log-level", default="INFO", metavar="LEVEL", help="DEBUG, INFO, WARNING … (default INFO)")
+
+
+def load_handler(spec: str) -> Callable[..., Any]:
+    """``package.module:function`` (or ``module:object.method``) -> the callable."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"handler must be given as module:function, got {spec!r}")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"cannot import {module_name!r} for handler {spec!r}: {exc}") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UsageError(f"module {module_name!r} has no {attr!r} (handler {spec!r})") from None
+    if not callable(obj):
+        raise UsageError(f"handler {spec!r} is not callable: {obj!r}")
+    return obj  # type: ignore[no-any-return]
+
+
+def resolve_servers(given: Optional[Sequence[str]], configured: Any = None) -> List[str]:
+    """``--server`` values, else the framework's setting, else $NATS_URL."""
+    for source in (given, configured, os.environ.get(ENV_URL)):
+        if isinstance(source, str):
+            source = [source]
+        urls = [u.strip() for s in source or () for u in str(s).split(",") if u.strip()]
+        if urls:
+            return urls
+    raise UsageError(f"no NATS server: give --server URL or set {ENV_URL}")
+
+
+def setup_logging(level: str) -> None:
+    """Log to stderr at ``level`` unless logging is configured already."""
+    value = logging.getLevelName(str(level).upper())
+    if not isinstance(value, int):
+        raise UsageError(f"unknown log level {level!r}: use DEBUG, INFO, WARNING, ERROR or CRITICAL")
+    logging.basicConfig(level=value, format=LOG_FORMAT)
+    logging.getLogger("jetstream_sync").setLevel(value)
+
+
+def build_worker(
+    values: Mapping[str, Any],
+    *,
+    configured_servers: Any = None,
+    connect_options: Optional[Mapping[str, Any]] = None,
+    **hooks: Any,
+) -> Worker:
+    """A Worker from the parsed options (argparse's or click's names); bad
+    values raise UsageError before anything is sent. ``hooks``: around, thread_exit."""
+    setup_logging(values.get("log_level") or "INFO")
+    handler = load_handler(values["handler"])
+    opts: Dict[str, Any] = {"name": "jetstream-sync-worker", **(connect_options or {})}
+    creds = values.get("creds")
+    if creds:
+        if not os.path.isfile(creds):
+            raise UsageError(f"credentials file not found: {creds}")
+        opts["user_credentials"] = creds
+    pull: Dict[str, Any] = {}
+    if values.get("max_messages") is not None:
+        pull["max_messages"] = values["max_messages"]
+    try:
+        return Worker(
+            handler,
+            stream=values["stream"],
+            consumer=values["consumer"],
+            servers=resolve_servers(values.get("server"), configured_servers),
+            connect_options=opts,
+            concurrency=values.get("concurrency", 1),
+            shutdown_timeout=values.get("shutdown_timeout", 10.0),
+            stats_interval=values.get("stats_interval") or None,
+            nak_delay=values.get("nak_delay"),
+            **hooks,
+            **pull,
+        )
+    except errors.InvalidOptionError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="jetstream-sync worker",
+        description="Call a handler for every message of a JetStream pull consumer (ack on return, NAK on raise).",
+    )
+    add_arguments(parser)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse printed the usage
+        return int(exc.code or 0)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # handlers next to where the worker is started, as gunicorn does
+    try:
+        worker = build_worker(vars(args))
+    except UsageError as exc:
+        print(f"jetstream-sync worker: error: {exc}", file=sys.stderr)
+        return 2
+    return worker.run()

@@ -1,0 +1,1 @@
+"""Optional framework integrations (Django, Flask); nothing here is imported by ``jetstream_sync``."""

@@ -1,0 +1,373 @@
+"""A ready worker: ``handler(msg)`` on N threads sharing one ``messages()``
+context, acks and NAKs on the handler's outcome, a graceful end on SIGTERM /
+SIGINT or :meth:`Worker.stop`, periodic stats and an exit status.
+
+The lifecycle, on the main thread of :meth:`Worker.run`::
+
+    connect (unless given a client) -> consumer -> messages() -> N handler threads
+    wait, logging stats every stats_interval
+    stop requested: drain (no new pulls; what was received is still handled)
+                    -> join the threads -> if time runs short: stop (NAK the rest)
+                    -> send queued acks and close (or flush a client we were given)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, ContextManager, Iterable, List, Mapping, Optional, Sequence, Union
+
+from . import errors, options
+from ._connection import redact_url
+from ._signals import catch_signals
+from .message import Msg
+
+__all__ = ["Worker", "WorkerStats", "run_worker"]
+
+_log = logging.getLogger(__name__)
+
+Handler = Callable[[Msg], Any]
+Around = Callable[[], ContextManager[Any]]
+
+# Share of shutdown_timeout kept for NAKing what is left and closing.
+_CLOSE_SHARE = 0.2
+_MIN_CLOSE = 0.5  # seconds a close always gets, to send the queued acks
+
+
+@dataclass(frozen=True)
+class WorkerStats:
+    """Counters of a worker: handler calls that returned / raised, and running now."""
+
+    handled: int = 0
+    failed: int = 0
+    in_flight: int = 0
+
+
+class Worker:
+    """Run ``handler(msg)`` for every message of ``stream``/``consumer`` on
+    ``concurrency`` threads until stopped (see :func:`run_worker` for the options)."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        stream: str,
+        consumer: str,
+        client: Any = None,
+        servers: Union[str, Sequence[str], None] = None,
+        connect_options: Optional[Mapping[str, Any]] = None,
+        concurrency: int = 1,
+        shutdown_timeout: float = 10.0,
+        stats_interval: Optional[float] = 60.0,
+        nak_delay: Optional[float] = None,
+        signals: Iterable[int] = (signal.SIGTERM, signal.SIGINT),
+        around: Optional[Around] = None,
+        thread_exit: Optional[Callable[[], Any]] = None,
+        **pull_options: Any,
+    ) -> None:
+        from .client import Client
+
+        self._handler = options.handler("worker handler", handler)
+        self._stream = options.name("stream", stream)
+        self._consumer = options.name("consumer", consumer)
+        if client is not None:
+            if not isinstance(client, Client):
+                raise errors.InvalidOptionError(f"client must be a jetstream_sync.Client, got {client!r}")
+            if servers is not None or connect_options:
+                raise errors.InvalidOptionError("give either client or servers/connect_options, not both")
+        self._client = client
+        self._servers = None if client is not None else _servers(servers)
+        if connect_options is not None and not isinstance(connect_options, Mapping):
+            raise errors.InvalidOptionError(f"connect_options must be a mapping, got {connect_options!r}")
+        self._connect_options = dict(connect_options or {})
+        self._concurrency = options.count("concurrency", concurrency)
+        self._shutdown_timeout = options.duration("shutdown_timeout", shutdown_timeout)
+        self._stats_interval = None if not stats_interval else options.duration("stats_interval", stats_interval)
+        self._nak_delay = None if nak_delay is None else options.duration("nak_delay", nak_delay, allow_zero=True)
+        self._signals = list(signals)
+        for sig in self._signals:
+            if not isinstance(sig, int):
+                raise errors.InvalidOptionError(f"signals must be signal numbers, got {sig!r}")
+        self._around = options.handler("around", around, optional=True)
+        self._thread_exit = options.handler("thread_exit", thread_exit, optional=True)
+        self._pull_options = dict(pull_options)
+        _check_pull_options(self._pull_options)
+
+        self._lock = threading.Lock()  # guards the counters and _fatal
+        self._handled = self._failed = self._in_flight = 0
+        self._fatal: Optional[BaseException] = None
+        self._stopping = threading.Event()
+        self._wake = threading.Event()  # stop requested, or the consume ended
+        self._started = False
+        self._signum: Optional[int] = None
+        self._close_by = 0.0  # monotonic deadline for closing our client (0: none yet)
+        self._threads: List[threading.Thread] = []
+
+    def __repr__(self) -> str:
+        return f"<jetstream_sync.Worker {self._stream}/{self._consumer} x{self._concurrency}>"
+
+    # -- control ----------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Begin the graceful end that SIGTERM begins: no new pulls, what was
+        received is handled, acks are sent, then :meth:`run` returns 0.
+        Any thread (a handler too); never blocks; idempotent."""
+        self._stopping.set()
+        self._wake.set()
+
+    @property
+    def stats(self) -> WorkerStats:
+        with self._lock:
+            return WorkerStats(self._handled, self._failed, self._in_flight)
+
+    def run(self) -> int:
+        """Consume until stopped; returns the exit status: 0 after a graceful
+        stop, 1 when consuming could not start or ended by a fatal error (the
+        reason is logged at ERROR). Signal handlers are installed only when
+        called from the main thread; elsewhere use :meth:`stop`. Once only."""
+        with self._lock:
+            if self._started:
+                raise errors.InvalidOptionError("a Worker runs once; make a new one")
+            self._started = True
+        restore = None
+        if self._signals and threading.current_thread() is threading.main_thread():
+            restore = catch_signals(self._signals, self._on_signal)
+        try:
+            return self._run()
+        finally:
+            if restore is not None:
+                restore()
+
+    def _on_signal(self, signum: int) -> None:
+        self._signum = signum  # a signal handler: no logging here (it may interrupt the log's own write)
+        self.stop()
+
+    # -- the main thread ------------------------------------------------------------
+
+    def _run(self) -> int:
+        client = self._client
+        if client is None:
+            from .client import connect
+
+            where = ", ".join(redact_url(s) for s in self._servers or [])
+            try:
+                client = connect(self._servers, **self._connect_options)
+            except errors.JetStreamError as exc:
+                _log.error("worker: cannot connect to %s: %s", where, exc)
+                return 1
+        try:
+            return self._consume(client)
+        finally:
+            if self._client is None:
+                left = self._close_by - time.monotonic() if self._close_by else _MIN_CLOSE * 4
+                client.close(timeout=max(left, _MIN_CLOSE))
+
+    def _consume(self, client: Any) -> int:
+        name = f"{self._stream}/{self._consumer}"
+        try:
+            cons = client.jetstream().consumer(self._stream, self._consumer)
+            ctx = cons.messages(**self._pull_options)
+        except errors.JetStreamError as exc:
+            _log.error("worker: cannot consume %s: %s", name, exc)
+            return 1
+        self._threads = [
+            threading.Thread(target=self._work, args=(ctx,), name=f"jetstream-worker-{i + 1}", daemon=True)
+            for i in range(self._concurrency)
+        ]
+        _log.info("worker: consuming %s with %d thread(s)", name, self._concurrency)
+        for t in self._threads:
+            t.start()
+        while not self._wake.wait(self._stats_interval):
+            self._log_stats(ctx, "worker stats")
+        if self._stopping.is_set():
+            why = f"signal {self._signum}" if self._signum is not None else "stop()"
+            _log.info("worker: %s: stopping within %.1fs", why, self._shutdown_timeout)
+        self._shutdown(client, ctx)
+        self._log_stats(ctx, "worker stopped")
+        fatal = self._fatal
+        if fatal is not None and not self._stopping.is_set():
+            _log.error("worker: consuming %s ended: %s: %s", name, type(fatal).__name__, fatal)
+            return 1
+        return 0
+
+    def _shutdown(self, client: Any, ctx: Any) -> None:
+        """Drain, wait for the handlers, NAK what is left when time runs short,
+        and send the queued acks: all within shutdown_timeout (a close gets at
+        least _MIN_CLOSE)."""
+        limit = self._shutdown_timeout
+        deadline = time.monotonic() + limit
+        ctx.drain()
+        self._join(deadline - limit * _CLOSE_SHARE)
+        ctx.stop()  # NAKs what was received and not handed out (nothing after a complete drain)
+        if self._alive():
+            self._join(deadline - limit * _CLOSE_SHARE / 2)
+            left = self._alive()
+            if left:
+                _log.warning(
+                    "worker: %d handler(s) still running after %.1fs; their messages are redelivered after AckWait",
+                    left,
+                    limit,
+                )
+        self._close_by = deadline
+        rest = max(deadline - time.monotonic(), _MIN_CLOSE)
+        if self._client is not None and not client.is_closed:
+            try:
+                client.flush(timeout=rest)  # a client we were given stays open; its acks go out now
+            except errors.JetStreamError as exc:
+                _log.warning("worker: sending the last acks failed: %s", exc)
+        # else: _run closes the client we made, which sends the queued acks
+
+    def _join(self, until: float) -> None:
+        for t in self._threads:
+            t.join(max(until - time.monotonic(), 0.0))
+
+    def _alive(self) -> int:
+        return sum(t.is_alive() for t in self._threads)
+
+    def _log_stats(self, ctx: Any, what: str) -> None:
+        s = self.stats
+        counters = " ".join(
+            f"{k}={v}" for k, v in dataclasses.asdict(ctx.stats).items() if v and not k.endswith("high_water")
+        )
+        _log.info("%s: handled=%d failed=%d in_flight=%d %s", what, s.handled, s.failed, s.in_flight, counters)
+
+    # -- handler threads --------------------------------------------------------------
+
+    def _work(self, ctx: Any) -> None:
+        try:
+            for msg in ctx:
+                self._handle(msg)
+        except errors.JetStreamError as exc:  # the terminal error that ended the consume
+            with self._lock:
+                if self._fatal is None:
+                    self._fatal = exc
+            self._wake.set()
+        except BaseException:
+            _log.exception("worker: handler thread %s died", threading.current_thread().name)
+        finally:
+            self._wake.set()  # drained to the end, or failed: the main thread looks
+            if self._thread_exit is not None:
+                try:
+                    self._thread_exit()
+                except Exception:
+                    _log.exception("worker: thread_exit raised")
+
+    def _handle(self, msg: Msg) -> None:
+        with self._lock:
+            self._in_flight += 1
+        ok = False
+        try:
+            with self._around() if self._around is not None else contextlib.nullcontext():
+                self._handler(msg)
+            ok = True
+        except Exception:
+            _log.exception("worker: handler failed for %s; NAK'd", _describe(msg))
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                if ok:
+                    self._handled += 1
+                else:
+                    self._failed += 1
+            self._settle(msg, ok)
+
+    def _settle(self, msg: Msg, ok: bool) -> None:
+        """Ack after a return, NAK after a raise, unless the handler settled it."""
+        if msg.is_acked:
+            return
+        try:
+            if ok:
+                msg.ack()
+            else:
+                msg.nak(self._nak_delay)
+        except errors.JetStreamError as exc:  # the client closed under a late handler
+            _log.warning("worker: could not %s %s: %s", "ack" if ok else "nak", _describe(msg), exc)
+
+
+def run_worker(
+    handler: Handler,
+    *,
+    stream: str,
+    consumer: str,
+    client: Any = None,
+    servers: Union[str, Sequence[str], None] = None,
+    connect_options: Optional[Mapping[str, Any]] = None,
+    concurrency: int = 1,
+    shutdown_timeout: float = 10.0,
+    stats_interval: Optional[float] = 60.0,
+    nak_delay: Optional[float] = None,
+    signals: Iterable[int] = (signal.SIGTERM, signal.SIGINT),
+    around: Optional[Around] = None,
+    thread_exit: Optional[Callable[[], Any]] = None,
+    **pull_options: Any,
+) -> int:
+    """Run ``handler(msg)`` for every message of a pull consumer; returns the exit status.
+
+    - ``handler`` is a plain function, called on one of ``concurrency``
+      threads that share one ``consumer.messages(**pull_options)`` context
+      (``max_messages``, ``max_bytes``, ``expires`` …). When it returns the
+      message is acked, when it raises the exception is logged with its
+      traceback and the message NAK'd (after ``nak_delay`` seconds if set) —
+      unless the handler acked, NAK'd or termed it itself (``msg.term()``:
+      never redeliver).
+    - ``client``: a connected :class:`Client` (left open), or ``servers`` and
+      ``connect_options`` to connect (closed at the end). Passwords in URLs
+      never reach the log.
+    - ``around()``: a context manager entered around each handler call (a
+      framework's per-request setup); ``thread_exit()`` runs on each handler
+      thread as it ends.
+    - The first of ``signals`` (installed from the main thread only), or
+      :meth:`Worker.stop`, begins a graceful end within ``shutdown_timeout``
+      seconds: no new pulls, what was received is handled, queued acks are
+      sent; what is left then is NAK'd. A second signal ends the process at once.
+    - Counters are logged at INFO every ``stats_interval`` seconds (None: never) and at the end.
+
+    Returns 0 after a graceful stop, 1 when consuming could not start or
+    ended by a fatal error (consumer deleted, connection closed for good,
+    permission denied …), logged at ERROR. Bad options raise
+    :class:`InvalidOptionError` before anything is sent.
+    """
+    return Worker(
+        handler,
+        stream=stream,
+        consumer=consumer,
+        client=client,
+        servers=servers,
+        connect_options=connect_options,
+        concurrency=concurrency,
+        shutdown_timeout=shutdown_timeout,
+        stats_interval=stats_interval,
+        nak_delay=nak_delay,
+        signals=signals,
+        around=around,
+        thread_exit=thread_exit,
+        **pull_options,
+    ).run()
+
+
+def _servers(servers: Union[str, Sequence[str], None]) -> List[str]:
+    if isinstance(servers, str):
+        servers = [servers]
+    if not servers or not all(isinstance(s, str) and s.strip() for s in servers):
+        raise errors.InvalidOptionError("servers must be a URL or a non-empty list of URLs (or give client)")
+    return [s.strip() for s in servers]
+
+
+def _check_pull_options(given: Mapping[str, Any]) -> None:
+    """Unknown names and bad consume values, before connecting (priority-group
+    options are checked against the consumer's config when consuming starts)."""
+    options.check_option_names(given, options.CONSUME_OPTION_NAMES + options.PRIORITY_OPTION_NAMES)
+    options.consume_options(**{k: v for k, v in given.items() if k in options.CONSUME_OPTION_NAMES})
+
+
+def _describe(msg: Msg) -> str:
+    try:
+        meta = msg.metadata
+    except errors.JetStreamError:
+        return repr(msg.subject)
+    return f"{msg.subject!r} (stream seq {meta.sequence.stream}, delivery {meta.num_delivered})"

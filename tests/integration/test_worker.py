@@ -1,0 +1,380 @@
+"""The worker runner (jss.Worker / run_worker / `jetstream-sync worker`): acks on
+the handler's outcome, concurrency, graceful stop, exit status, CLI errors."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import jetstream_sync as jss
+from jetstream_sync.__main__ import main as cli_main
+from jetstream_sync._server import NatsServer
+
+from ..helpers import publish, wait_until
+
+
+class Running:
+    """A worker's run() on a thread of its own; ``status`` once it returned."""
+
+    def __init__(self, worker: jss.Worker) -> None:
+        self.worker = worker
+        self.status = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        self.status = self.worker.run()
+
+    def wait(self, timeout: float) -> int:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"worker still running after {timeout}s"
+        return self.status
+
+
+def settled(cons: jss.Consumer) -> bool:
+    info = cons.info()
+    return info.num_pending == 0 and info.num_ack_pending == 0
+
+
+def worker_records(caplog, level=logging.WARNING):
+    return [r for r in caplog.records if r.name == "jetstream_sync.worker" and r.levelno >= level]
+
+
+def test_a_handler_that_returns_gets_its_message_acked(nc, js, stream, subj, cons):
+    publish(js, subj, 50)
+    seen = []
+    worker = jss.Worker(seen.append, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
+    run = Running(worker)
+    wait_until(lambda: len(seen) == 50 and settled(cons))
+    worker.stop()
+    assert run.wait(5) == 0
+    assert sorted(int(m.data) for m in seen) == list(range(50))
+    assert worker.stats == jss.WorkerStats(handled=50, failed=0, in_flight=0)
+    assert not nc.is_closed  # a client we gave it stays open
+
+
+def test_a_handler_that_raises_is_logged_with_its_traceback_and_the_message_nakd(
+    nc, js, stream, subj, cons, caplog
+):
+    publish(js, subj, 5)
+    deliveries = collections.defaultdict(list)
+
+    def handler(msg):
+        deliveries[msg.data].append(time.monotonic())
+        if msg.data == b"3" and msg.metadata.num_delivered == 1:
+            raise ValueError("cannot handle order 3")
+
+    worker = jss.Worker(
+        handler, client=nc, stream=stream.name, consumer=cons.name, nak_delay=0.5, stats_interval=None
+    )
+    run = Running(worker)
+    wait_until(lambda: len(deliveries[b"3"]) == 2 and settled(cons))
+    worker.stop()
+    assert run.wait(5) == 0
+    first, second = deliveries[b"3"]
+    assert second - first >= 0.45  # redelivered after nak_delay, not AckWait (30 s) nor at once
+    assert all(len(deliveries[str(i).encode()]) == 1 for i in (0, 1, 2, 4))
+    failed = [r for r in worker_records(caplog, logging.ERROR) if "handler failed" in r.getMessage()]
+    assert len(failed) == 1 and "stream seq 4" in failed[0].getMessage()
+    assert failed[0].exc_info and "cannot handle order 3" in str(failed[0].exc_info[1])
+    assert worker.stats.failed == 1 and worker.stats.handled == 5
+
+
+def test_a_handler_that_settles_its_message_itself_is_not_acked_again(nc, js, stream, subj, cons, caplog):
+    publish(js, subj, 30)
+    calls = collections.Counter()
+
+    def handler(msg):
+        calls[msg.data] += 1
+        n = int(msg.data)
+        if n % 3 == 0:
+            msg.ack_sync()
+        elif n % 3 == 1:
+            msg.term("never redeliver")
+        # else: the worker acks
+
+    worker = jss.Worker(handler, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
+    run = Running(worker)
+    wait_until(lambda: sum(calls.values()) == 30 and settled(cons))
+    worker.stop()
+    assert run.wait(5) == 0
+    assert set(calls.values()) == {1}  # nothing redelivered, the termed ones included
+    assert worker_records(caplog) == []  # no "could not ack" (MsgAlreadyAckedError) warnings
+    assert cons.info().num_redelivered == 0
+
+
+def test_concurrency_n_runs_n_handlers_at_once(nc, js, stream, subj, cons):
+    publish(js, subj, 8)
+    barrier = threading.Barrier(4, timeout=5)  # breaks unless 4 handlers wait in it together
+    lock = threading.Lock()
+    running = [0, 0]  # now, most
+
+    def handler(msg):
+        with lock:
+            running[0] += 1
+            running[1] = max(running)
+        try:
+            barrier.wait()
+        finally:
+            with lock:
+                running[0] -= 1
+
+    worker = jss.Worker(
+        handler, client=nc, stream=stream.name, consumer=cons.name, concurrency=4, stats_interval=None
+    )
+    run = Running(worker)
+    wait_until(lambda: worker.stats.handled == 8, timeout=10)
+    worker.stop()
+    assert run.wait(5) == 0
+    assert worker.stats.failed == 0 and running[1] == 4
+
+
+def test_stop_drains_the_buffer_and_every_message_is_handled_once(nc, js, stream, subj, cons):
+    publish(js, subj, 300)
+    handled = collections.Counter()
+    lock = threading.Lock()
+
+    def handler(msg):
+        time.sleep(0.002)  # handlers take a little time: stop() lands with messages buffered and in flight
+        with lock:
+            handled[msg.data] += 1
+
+    def start():
+        return Running(
+            jss.Worker(
+                handler, client=nc, stream=stream.name, consumer=cons.name, concurrency=3, stats_interval=None,
+                max_messages=100,
+            )
+        )  # fmt: skip
+
+    run = start()
+    wait_until(lambda: sum(handled.values()) >= 20)
+    t0 = time.monotonic()
+    run.worker.stop()
+    assert run.wait(10) == 0 and time.monotonic() - t0 < 5
+    first = sum(handled.values())
+    info = cons.info()
+    assert info.num_ack_pending == 0  # what was received was handled and acked, nothing left in limbo
+    assert first + info.num_pending == 300
+    assert first > 20  # the buffered messages were handed out after stop(), not given back
+    run = start()
+    wait_until(lambda: sum(handled.values()) == 300 and settled(cons), timeout=20)
+    run.worker.stop()
+    assert run.wait(5) == 0
+    assert set(handled.values()) == {1} and len(handled) == 300
+
+
+def test_a_stuck_handler_does_not_hold_the_stop_beyond_shutdown_timeout(nc, js, stream, subj, cons, caplog):
+    publish(js, subj, 50)
+    release = threading.Event()
+    started = threading.Event()
+
+    def handler(msg):
+        started.set()
+        release.wait(10)
+
+    worker = jss.Worker(
+        handler, client=nc, stream=stream.name, consumer=cons.name, shutdown_timeout=1.0, stats_interval=None
+    )
+    run = Running(worker)
+    assert started.wait(5)
+    t0 = time.monotonic()
+    worker.stop()
+    assert run.wait(5) == 0
+    assert time.monotonic() - t0 < 2.0
+    assert any("still running" in r.getMessage() for r in worker_records(caplog))
+    # The buffered messages were NAK'd, not left to AckWait (30 s): a new worker gets
+    # them at once; the stuck one is acked by its handler, late, on the open client.
+    release.set()
+    again = jss.Worker(lambda m: None, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
+    run = Running(again)
+    try:
+        wait_until(lambda: settled(cons), timeout=10)
+    finally:
+        print(cons.info(), again.stats, worker.stats, flush=True)
+    again.stop()
+    assert run.wait(5) == 0
+    assert again.stats.handled + worker.stats.handled == 50
+
+
+def test_a_deleted_consumer_ends_the_worker_with_status_1_and_an_error_log(nc, js, stream, subj, cons, caplog):
+    publish(js, subj, 5)
+    seen = []
+    worker = jss.Worker(seen.append, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
+    run = Running(worker)
+    wait_until(lambda: len(seen) == 5)
+    cons.delete()
+    assert run.wait(10) == 1
+    errs = [r.getMessage() for r in worker_records(caplog, logging.ERROR)]
+    assert any("ended" in m and "ConsumerDeletedError" in m for m in errs), errs
+
+
+def test_a_missing_consumer_or_server_gives_status_1(nc, stream, caplog):
+    assert jss.run_worker(print, client=nc, stream=stream.name, consumer="nope", signals=()) == 1
+    assert any("cannot consume" in r.getMessage() for r in worker_records(caplog, logging.ERROR))
+    srv = NatsServer()  # never started: nothing listens on its port
+    status = jss.run_worker(print, servers=srv.url, stream="S", consumer="C", signals=())
+    assert status == 1
+    assert any("cannot connect" in r.getMessage() for r in worker_records(caplog, logging.ERROR))
+
+
+def test_around_wraps_each_call_and_thread_exit_runs_per_thread(nc, js, stream, subj, cons):
+    publish(js, subj, 10)
+    events = []
+    lock = threading.Lock()
+
+    class Around:
+        def __enter__(self):
+            with lock:
+                events.append("enter")
+
+        def __exit__(self, *exc):
+            with lock:
+                events.append("exit")
+
+    def handler(msg):
+        with lock:
+            assert events[-1] in ("enter", "exit")
+            events.append("call")
+
+    worker = jss.Worker(
+        handler, client=nc, stream=stream.name, consumer=cons.name, concurrency=2, around=Around,
+        thread_exit=lambda: events.append("thread_exit"), stats_interval=None,
+    )  # fmt: skip
+    run = Running(worker)
+    wait_until(lambda: worker.stats.handled == 10)
+    worker.stop()
+    assert run.wait(5) == 0
+    assert collections.Counter(events) == {"enter": 10, "call": 10, "exit": 10, "thread_exit": 2}
+
+
+def test_signals_are_installed_in_the_main_thread_only_and_restored(nc, stream, cons):
+    before = signal.getsignal(signal.SIGTERM)
+    seen_in_thread = []
+    worker = jss.Worker(
+        lambda m: None, client=nc, stream=stream.name, consumer=cons.name, stats_interval=0.05,
+    )  # fmt: skip
+    run = Running(worker)
+    wait_until(lambda: cons.info().num_waiting >= 1)  # its pull is out: run() is under way
+    seen_in_thread.append(signal.getsignal(signal.SIGTERM))
+    worker.stop()
+    assert run.wait(5) == 0
+    assert seen_in_thread == [before]  # from another thread: none installed
+
+    main_worker = jss.Worker(lambda m: None, client=nc, stream=stream.name, consumer=cons.name)
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    timer.start()
+    t0 = time.monotonic()
+    assert main_worker.run() == 0  # SIGTERM: a graceful stop, not the end of the test process
+    assert time.monotonic() - t0 < 5
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"concurrency": 0}, "concurrency"),
+        ({"stream": ""}, "stream"),
+        ({"max_mesages": 10}, "unknown option"),
+        ({"expires": 0.1}, "expires"),
+        ({"shutdown_timeout": -1}, "shutdown_timeout"),
+        ({"servers": None}, "servers"),
+        ({"connect_options": "x"}, "connect_options"),
+    ],
+)
+def test_bad_options_are_refused_before_connecting(kwargs, match):
+    args = {"stream": "S", "consumer": "C", "servers": "nats://127.0.0.1:1", **kwargs}
+    with pytest.raises(jss.InvalidOptionError, match=match):
+        jss.Worker(print, **args)
+
+
+def test_an_async_handler_is_refused():
+    async def handler(msg):
+        pass
+
+    with pytest.raises(jss.InvalidOptionError, match="plain function"):
+        jss.run_worker(handler, stream="S", consumer="C", servers="nats://127.0.0.1:1")
+
+
+# -- the command line ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["worker"], "required"),
+        (["worker", "nohandler", "--stream", "S", "--consumer", "C", "--server", "nats://x"], "module:function"),
+        (["worker", "no_such_mod_x:h", "--stream", "S", "--consumer", "C", "--server", "nats://x"], "cannot import"),
+        (["worker", "os:no_such_fn", "--stream", "S", "--consumer", "C", "--server", "nats://x"], "has no"),
+        (["worker", "os:sep", "--stream", "S", "--consumer", "C", "--server", "nats://x"], "not callable"),
+        (["worker", "os:getpid", "--stream", "S", "--consumer", "C"], "NATS_URL"),
+        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://x", "--concurrency", "0"],
+         "concurrency"),
+        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://x", "--log-level", "LOUD"],
+         "log level"),
+        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://x", "--creds", "/no/file"],
+         "credentials"),
+    ],
+)  # fmt: skip
+def test_cli_usage_errors_exit_2_with_one_line(argv, match, capsys, monkeypatch):
+    monkeypatch.delenv("NATS_URL", raising=False)
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert match in err and "Traceback" not in err
+
+
+HANDLER = """
+import time
+
+def handle(msg):
+    time.sleep(0.005)
+    with open({out!r}, "a") as f:
+        f.write(msg.data.decode() + "\\n")
+"""
+
+
+def test_cli_worker_ends_gracefully_on_sigterm_and_logs_no_password(tmp_path):
+    with contextlib.ExitStack() as stack:
+        srv = stack.enter_context(NatsServer(args=["--user", "svc", "--pass", "s3cr3t-pw"]))
+        url = f"nats://svc:s3cr3t-pw@127.0.0.1:{srv.port}"
+        nc = stack.enter_context(jss.connect(url))
+        js = nc.jetstream()
+        js.create_stream(name="JOBS", subjects=["jobs.>"])
+        cons = js.create_consumer("JOBS", durable_name="w", ack_policy="explicit")
+        publish(js, "jobs.x", 200)
+        out = tmp_path / "handled.txt"
+        (tmp_path / "jobs_handler.py").write_text(textwrap.dedent(HANDLER.format(out=str(out))))
+        log_path = tmp_path / "worker.log"
+        log_file = stack.enter_context(open(log_path, "w"))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jetstream_sync", "worker", "jobs_handler:handle", "--server", url,
+             "--stream", "JOBS", "--consumer", "w", "--concurrency", "2", "--stats-interval", "0.2"],
+            cwd=tmp_path, stdout=log_file, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            wait_until(lambda: "worker stats: handled=" in log_path.read_text(), timeout=15)
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=5)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+        log = log_path.read_text()
+        assert proc.returncode == 0, log
+        assert "s3cr3t-pw" not in log
+        assert "svc:***@127.0.0.1" in log  # the URL is there, redacted
+        assert "worker stats: handled=" in log and "worker stopped: handled=" in log
+        done = out.read_text().split()
+        assert len(done) == len(set(done))
+        info = cons.info()
+        assert info.num_ack_pending == 0 and info.num_pending == 200 - len(done)
