@@ -81,7 +81,7 @@ class Worker:
             if servers is not None or connect_options:
                 raise errors.InvalidOptionError("give either client or servers/connect_options, not both")
         self._client = client
-        self._servers = None if client is not None else _servers(servers)
+        self._servers: List[str] = [] if client is not None else _servers(servers)
         if connect_options is not None and not isinstance(connect_options, Mapping):
             raise errors.InvalidOptionError(f"connect_options must be a mapping, got {connect_options!r}")
         self._connect_options = dict(connect_options or {})
@@ -154,7 +154,7 @@ class Worker:
         if client is None:
             from .client import connect
 
-            where = ", ".join(redact_url(s) for s in self._servers or [])
+            where = ", ".join(redact_url(s) for s in self._servers)
             try:
                 client = connect(self._servers, **self._connect_options)
             except errors.JetStreamError as exc:

@@ -81,7 +81,7 @@ def stop(proc: subprocess.Popen, log: Path) -> int:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(5)
-        raise AssertionError(f"the worker did not end within 5 s of SIGTERM:\n{log.read_text()[-3000:]}")
+        raise AssertionError(f"the worker did not end within 5 s of SIGTERM:\n{log.read_text()[-3000:]}") from None
     assert time.monotonic() - t0 < 5
     return status
 
