@@ -172,7 +172,7 @@ class Consumer(BaseConsumer):
         Priority groups (ADR-42; the consumer's ``priority_groups``):
         ``group`` (required when the consumer has groups), ``min_pending`` /
         ``min_ack_pending`` (policy overflow: served only while the consumer
-        has more than that many pending / ack-pending), ``priority`` 0-9
+        has at least that many pending / ack-pending), ``priority`` 0-9
         (policy prioritized; 0 is served first). With pinned_client the pin
         id the server hands this context is sent in its later pulls; the pin
         lapses when no pull carries it for ``priority_timeout``, so keep

@@ -100,6 +100,7 @@ __all__ = [
     "OrderedConsumerError",
     "SubscribeError",
     "SubscriptionClosedError",
+    "RespondError",
     "OrderedConsumerResetError",
     "AuthorizationError",
     "PermissionDeniedError",

@@ -14,7 +14,6 @@ The lifecycle, on the main thread of :meth:`Worker.run`::
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import signal
 import threading
@@ -232,7 +231,7 @@ class Worker:
     def _log_stats(self, ctx: Any, what: str) -> None:
         s = self.stats
         counters = " ".join(
-            f"{k}={v}" for k, v in dataclasses.asdict(ctx.stats).items() if v and not k.endswith("high_water")
+            f"{k}={v}" for k, v in ctx.stats.as_dict().items() if v and not k.endswith("high_water")
         )
         _log.info("%s: handled=%d failed=%d in_flight=%d %s", what, s.handled, s.failed, s.in_flight, counters)
 
