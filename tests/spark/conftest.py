@@ -36,6 +36,6 @@ def spark(server) -> Iterator[object]:
     session.sparkContext.setLogLevel("ERROR")
     from jetstream_sync.spark import register
 
-    register(session)  # explicit: an editable install hides pyspark_jetstream from pyspark's lookup
+    register(session)  # explicit, as the docs advise (it checks the workers' interpreter)
     yield session
     session.stop()

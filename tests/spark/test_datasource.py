@@ -243,3 +243,15 @@ def test_pyspark_finds_the_source_by_module_name():
     import pyspark_jetstream
 
     assert pyspark_jetstream.DefaultSource.name() == "jetstream"
+
+
+def test_the_install_makes_the_source_visible_to_pyspark_lookup(tmp_path):
+    """pyspark's worker scans sys.path with pkgutil.iter_modules(); setuptools'
+    import-hook editable installs hid the module from it (package_dir = =.
+    in setup.cfg makes the install a path entry). Run outside the checkout."""
+    import subprocess
+    import sys
+
+    probe = "import pkgutil; print(sorted(m.name for m in pkgutil.iter_modules() if m.name.startswith('pyspark_')))"
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert "pyspark_jetstream" in out.stdout, (out.stdout, out.stderr)
