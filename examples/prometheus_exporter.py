@@ -2,7 +2,9 @@
 
 The collector reads the stats dicts at each scrape (``Client.stats``,
 ``ctx.stats.as_dict()``), so there is nothing to update by hand on the hot path.
-Run with ``pip install prometheus-client``; scrape http://127.0.0.1:9464/metrics.
+Run with ``pip install prometheus-client``. This script consumes 100 messages,
+scrapes itself once and ends; a service keeps ``start_http_server`` running for
+as long as it consumes.
 """
 
 from __future__ import annotations
@@ -31,13 +33,14 @@ class JetStreamCollector:
             client.add_metric([name], value)
         yield client
         counters = CounterMetricFamily("jetstream_consume", "Consume counters", labels=["context", "counter"])
-        high_water = GaugeMetricFamily("jetstream_consume_buffered_high_water", "Most buffered", labels=["context"])
+        high_water = GaugeMetricFamily("jetstream_consume_high_water", "Most buffered", labels=["context", "unit"])
         statuses = CounterMetricFamily("jetstream_consume_status", "Pull statuses", labels=["context", "status"])
         for ctx_name, ctx in self.contexts.items():
             stats = ctx.stats.as_dict()
             for status, count in stats.pop("statuses").items():
                 statuses.add_metric([ctx_name, status], count)
-            high_water.add_metric([ctx_name], stats.pop("buffered_high_water"))
+            high_water.add_metric([ctx_name, "messages"], stats.pop("buffered_high_water"))
+            high_water.add_metric([ctx_name, "bytes"], stats.pop("buffered_bytes_high_water"))
             for name, value in stats.items():
                 counters.add_metric([ctx_name, name], value)
         yield from (counters, high_water, statuses)

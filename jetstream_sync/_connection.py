@@ -63,6 +63,7 @@ OWN_OPTIONS = frozenset({"retry_on_failed_connect"})
 # JETSTREAM_SYNC_FAST_PATHS=0 forces the public nats-py API (CI runs the
 # integration tier both ways).
 FAST_PATHS_ENV = "JETSTREAM_SYNC_FAST_PATHS"
+_SCHEMES = frozenset({"nats", "tls", "ws", "wss"})  # what nats-py connects with
 
 _PERMISSION = re.compile(r'Permissions Violation for (Publish|Subscription) to "?([^"\s]+)"?', re.IGNORECASE)
 
@@ -80,6 +81,19 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def check_servers(servers: List[str]) -> List[str]:
+    """``servers`` if each is a URL nats-py can connect to; InvalidOptionError otherwise."""
+    if not servers or not all(isinstance(s, str) and s for s in servers):
+        raise errors.InvalidOptionError("servers must be a URL or a non-empty list of URLs")
+    for url in servers:
+        scheme = url.partition("://")[0].lower() if "://" in url else "nats"
+        if scheme not in _SCHEMES:  # http:// would otherwise fail as an unresolvable host name
+            raise errors.InvalidOptionError(
+                f"unsupported URL scheme {scheme!r} in {redact_url(url)}: use nats://, tls://, ws:// or wss://"
+            )
+    return servers
 
 
 def redact_url(url: str) -> str:
@@ -234,9 +248,7 @@ class Connection:
         if any(not inspect.iscoroutinefunction(cb) for cb in self._user_cbs.values()):
             # Made here, on the caller's side: under gevent it must belong to the caller's hub.
             self._cb_thread = _CallbackThread(f"{self.loop_thread.name}-callbacks")
-        server_list = [servers] if isinstance(servers, str) else list(servers)
-        if not server_list or not all(isinstance(s, str) and s for s in server_list):
-            raise errors.InvalidOptionError("servers must be a URL or a non-empty list of URLs")
+        server_list = check_servers([servers] if isinstance(servers, str) else list(servers))
         self._servers = server_list
         deadline = None
         if not retry:
@@ -340,16 +352,16 @@ class Connection:
     def _log_event(self, event: str) -> None:
         """Loop thread: connection events at INFO, an unasked-for disconnect
         at WARNING; URLs come from connected_url, so without passwords."""
-        if event == "disconnected":
-            if self.last_url is None:  # a failed first connect: the caller gets NoServersError instead
-                return
-            level = logging.INFO if self.closing else logging.WARNING
-            _log.log(level, "disconnected from %s", self.last_url)
-        elif event == "reconnected":
+        if event == "reconnected":  # also the first connect of retry_on_failed_connect
             self.last_url = self.connected_url or self.last_url
             _log.info("reconnected to %s", self.last_url)
+        elif self.last_url is None:  # a failed first connect: the caller gets NoServersError instead
+            return
+        elif event == "disconnected":
+            level = logging.INFO if self.closing else logging.WARNING
+            _log.log(level, "disconnected from %s", self.last_url)
         elif event == "closed":
-            _log.info("connection to %s closed", self.last_url or "the server")
+            _log.info("connection to %s closed", self.last_url)
 
     def _check_reconnected_secure(self) -> None:
         if not self._secure_enough():

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import logging
 import os
 import sys
+import traceback
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from . import errors
@@ -39,12 +41,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds for a graceful stop on SIGTERM/SIGINT (default 10)",
     )  # fmt: skip
     parser.add_argument(
-        "--stats-interval", type=float, default=60.0, metavar="S", help="seconds between stats log lines (0: none)"
+        "--stats-interval", type=float, default=60.0, metavar="S",
+        help="seconds between stats log lines (default 60; 0: none)",
     )
     parser.add_argument(
         "--max-messages", type=int, metavar="N", help="messages pulled ahead of the handlers (default 500)"
     )
-    parser.add_argument("--nak-delay", type=float, metavar="S", help="redeliver a failed message after S seconds")
+    parser.add_argument(
+        "--nak-delay", type=float, metavar="S",
+        help="redeliver a failed message after S seconds (0: at once; default 1 s doubling per delivery, max 60)",
+    )  # fmt: skip
     parser.add_argument("--creds", metavar="FILE", help="NATS credentials file")
     parser.add_argument("--log-level", default="INFO", metavar="LEVEL", help="DEBUG, INFO, WARNING … (default INFO)")
 
@@ -58,6 +64,9 @@ def load_handler(spec: str) -> Callable[..., Any]:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise UsageError(f"cannot import {module_name!r} for handler {spec!r}: {exc}") from None
+    except Exception as exc:  # the module itself failed (a syntax error, a raise at import): show where
+        traceback.print_exc()
+        raise UsageError(f"importing {module_name!r} for handler {spec!r} failed: {type(exc).__name__}: {exc}") from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -65,18 +74,21 @@ def load_handler(spec: str) -> Callable[..., Any]:
             raise UsageError(f"module {module_name!r} has no {attr!r} (handler {spec!r})") from None
     if not callable(obj):
         raise UsageError(f"handler {spec!r} is not callable: {obj!r}")
+    if inspect.iscoroutinefunction(obj):
+        raise UsageError(f"handler {spec!r} is an async def function: the worker calls plain functions on threads")
     return obj  # type: ignore[no-any-return]
 
 
-def resolve_servers(given: Optional[Sequence[str]], configured: Any = None) -> List[str]:
-    """``--server`` values, else the framework's setting, else $NATS_URL."""
+def resolve_servers(given: Optional[Sequence[str]], configured: Any = None, setting: Optional[str] = None) -> List[str]:
+    """``--server`` values, else the framework's setting (named ``setting``), else $NATS_URL."""
     for source in (given, configured, os.environ.get(ENV_URL)):
         if isinstance(source, str):
             source = [source]
         urls = [u.strip() for s in source or () for u in str(s).split(",") if u.strip()]
         if urls:
             return urls
-    raise UsageError(f"no NATS server: give --server URL or set {ENV_URL}")
+    where = f", {setting}" if setting else ""
+    raise UsageError(f"no NATS server: give --server URL{where} or set {ENV_URL}")
 
 
 def setup_logging(level: str) -> None:
@@ -92,6 +104,7 @@ def build_worker(
     values: Mapping[str, Any],
     *,
     configured_servers: Any = None,
+    setting: Optional[str] = None,
     connect_options: Optional[Mapping[str, Any]] = None,
     **hooks: Any,
 ) -> Worker:
@@ -113,7 +126,7 @@ def build_worker(
             handler,
             stream=values["stream"],
             consumer=values["consumer"],
-            servers=resolve_servers(values.get("server"), configured_servers),
+            servers=resolve_servers(values.get("server"), configured_servers, setting),
             connect_options=opts,
             concurrency=values.get("concurrency", 1),
             shutdown_timeout=values.get("shutdown_timeout", 10.0),

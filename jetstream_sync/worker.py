@@ -18,12 +18,13 @@ import logging
 import signal
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Iterable, List, Mapping, Optional, Sequence, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, ContextManager, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from . import errors, options
-from ._connection import redact_url
+from ._connection import check_servers, redact_url
 from ._signals import catch_signals
+from .contexts import MessagesContext
 from .message import Msg
 
 __all__ = ["Worker", "WorkerStats", "run_worker"]
@@ -36,15 +37,26 @@ Around = Callable[[], ContextManager[Any]]
 # Share of shutdown_timeout kept for NAKing what is left and closing.
 _CLOSE_SHARE = 0.2
 _MIN_CLOSE = 0.5  # seconds a close always gets, to send the queued acks
+# Default redelivery of a failed message: 1 s, doubling per delivery, at most 60 s,
+# so a handler that fails every time does not spin (and flood the log).
+_RETRY_FIRST, _RETRY_DOUBLINGS = 1.0, 6
+_RETRY_MAX = 60.0
 
 
 @dataclass(frozen=True)
 class WorkerStats:
-    """Counters of a worker: handler calls that returned / raised, and running now."""
+    """Counters of a worker: handler calls that returned / raised, running
+    now, and the counters of its ``messages()`` context (``PullStats.as_dict()``;
+    empty before consuming starts)."""
 
     handled: int = 0
     failed: int = 0
     in_flight: int = 0
+    consume: Dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> Dict[str, Any]:
+        """Everything as one flat dict: the worker's counters and the context's."""
+        return {"handled": self.handled, "failed": self.failed, "in_flight": self.in_flight, **self.consume}
 
 
 class Worker:
@@ -106,6 +118,7 @@ class Worker:
         self._signum: Optional[int] = None
         self._close_by = 0.0  # monotonic deadline for closing our client (0: none yet)
         self._threads: List[threading.Thread] = []
+        self._ctx: Optional[MessagesContext] = None
 
     def __repr__(self) -> str:
         return f"<jetstream_sync.Worker {self._stream}/{self._consumer} x{self._concurrency}>"
@@ -121,8 +134,11 @@ class Worker:
 
     @property
     def stats(self) -> WorkerStats:
+        """A snapshot, from any thread (for a metrics exporter, say)."""
+        ctx = self._ctx
+        consume = ctx.stats.as_dict() if ctx is not None else {}
         with self._lock:
-            return WorkerStats(self._handled, self._failed, self._in_flight)
+            return WorkerStats(self._handled, self._failed, self._in_flight, consume)
 
     def run(self) -> int:
         """Consume until stopped; returns the exit status: 0 after a graceful
@@ -153,10 +169,13 @@ class Worker:
         if client is None:
             from .client import connect
 
-            where = ", ".join(redact_url(s) for s in self._servers)
             try:
                 client = connect(self._servers, **self._connect_options)
+            except errors.NoServersError as exc:  # it names the (redacted) URLs and why
+                _log.error("worker: %s", exc)
+                return 1
             except errors.JetStreamError as exc:
+                where = ", ".join(redact_url(s) for s in self._servers)
                 _log.error("worker: cannot connect to %s: %s", where, exc)
                 return 1
         try:
@@ -170,7 +189,7 @@ class Worker:
         name = f"{self._stream}/{self._consumer}"
         try:
             cons = client.jetstream().consumer(self._stream, self._consumer)
-            ctx = cons.messages(**self._pull_options)
+            ctx = self._ctx = cons.messages(**self._pull_options)
         except errors.JetStreamError as exc:
             _log.error("worker: cannot consume %s: %s", name, exc)
             return 1
@@ -182,12 +201,12 @@ class Worker:
         for t in self._threads:
             t.start()
         while not self._wake.wait(self._stats_interval):
-            self._log_stats(ctx, "worker stats")
+            self._log_stats("worker stats")
         if self._stopping.is_set():
             why = f"signal {self._signum}" if self._signum is not None else "stop()"
             _log.info("worker: %s: stopping within %.1fs", why, self._shutdown_timeout)
         self._shutdown(client, ctx)
-        self._log_stats(ctx, "worker stopped")
+        self._log_stats("worker stopped")
         fatal = self._fatal
         if fatal is not None and not self._stopping.is_set():
             _log.error("worker: consuming %s ended: %s: %s", name, type(fatal).__name__, fatal)
@@ -228,12 +247,14 @@ class Worker:
     def _alive(self) -> int:
         return sum(t.is_alive() for t in self._threads)
 
-    def _log_stats(self, ctx: Any, what: str) -> None:
-        s = self.stats
-        counters = " ".join(
-            f"{k}={v}" for k, v in ctx.stats.as_dict().items() if v and not k.endswith("high_water")
-        )
-        _log.info("%s: handled=%d failed=%d in_flight=%d %s", what, s.handled, s.failed, s.in_flight, counters)
+    def _log_stats(self, what: str) -> None:
+        # Every counter every time, so that the line parses the same way; statuses when any came.
+        counters = self.stats.as_dict()
+        statuses = counters.pop("statuses", None)
+        line = " ".join(f"{k}={v}" for k, v in counters.items())
+        if statuses:
+            line += " statuses=" + ",".join(f"{k!r}:{v}" for k, v in sorted(statuses.items()))
+        _log.info("%s: %s", what, line)
 
     # -- handler threads --------------------------------------------------------------
 
@@ -275,6 +296,17 @@ class Worker:
                     self._failed += 1
             self._settle(msg, ok)
 
+    def _retry_delay(self, msg: Msg) -> Optional[float]:
+        """The NAK delay of a failed message: nak_delay if given (0: at once),
+        else 1 s doubling with each delivery up to 60 s."""
+        if self._nak_delay is not None:
+            return self._nak_delay or None
+        try:
+            delivered = msg.metadata.num_delivered
+        except errors.JetStreamError:
+            delivered = 1
+        return min(_RETRY_FIRST * (1 << min(max(delivered - 1, 0), _RETRY_DOUBLINGS)), _RETRY_MAX)
+
     def _settle(self, msg: Msg, ok: bool) -> None:
         """Ack after a return, NAK after a raise, unless the handler settled it."""
         if msg.is_acked:
@@ -283,7 +315,7 @@ class Worker:
             if ok:
                 msg.ack()
             else:
-                msg.nak(self._nak_delay)
+                msg.nak(self._retry_delay(msg))
         except errors.JetStreamError as exc:  # the client closed under a late handler
             _log.warning("worker: could not %s %s: %s", "ack" if ok else "nak", _describe(msg), exc)
 
@@ -311,9 +343,11 @@ def run_worker(
       threads that share one ``consumer.messages(**pull_options)`` context
       (``max_messages``, ``max_bytes``, ``expires`` …). When it returns the
       message is acked, when it raises the exception is logged with its
-      traceback and the message NAK'd (after ``nak_delay`` seconds if set) —
-      unless the handler acked, NAK'd or termed it itself (``msg.term()``:
-      never redeliver).
+      traceback and the message NAK'd for redelivery after ``nak_delay``
+      seconds (0: at once; default: 1 s, doubling with each delivery up to
+      60 s, so a message that fails every time does not spin) — unless the
+      handler acked, NAK'd or termed it itself (``msg.term()``: never
+      redeliver). The consumer's ``max_deliver`` bounds the attempts.
     - ``client``: a connected :class:`Client` (left open), or ``servers`` and
       ``connect_options`` to connect (closed at the end). Passwords in URLs
       never reach the log.
@@ -324,7 +358,8 @@ def run_worker(
       :meth:`Worker.stop`, begins a graceful end within ``shutdown_timeout``
       seconds: no new pulls, what was received is handled, queued acks are
       sent; what is left then is NAK'd. A second signal ends the process at once.
-    - Counters are logged at INFO every ``stats_interval`` seconds (None: never) and at the end.
+    - Counters (:attr:`Worker.stats`: the worker's and its context's) are
+      logged at INFO every ``stats_interval`` seconds (None: never) and at the end.
 
     Returns 0 after a graceful stop, 1 when consuming could not start or
     ended by a fatal error (consumer deleted, connection closed for good,
@@ -354,7 +389,7 @@ def _servers(servers: Union[str, Sequence[str], None]) -> List[str]:
         servers = [servers]
     if not servers or not all(isinstance(s, str) and s.strip() for s in servers):
         raise errors.InvalidOptionError("servers must be a URL or a non-empty list of URLs (or give client)")
-    return [s.strip() for s in servers]
+    return check_servers([s.strip() for s in servers])
 
 
 def _check_pull_options(given: Mapping[str, Any]) -> None:

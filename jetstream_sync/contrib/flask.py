@@ -31,7 +31,10 @@ __all__ = ["worker_command", "init_app"]
 @click.option("--shutdown-timeout", type=float, default=10.0, show_default=True, help="seconds for a graceful stop")
 @click.option("--stats-interval", type=float, default=60.0, show_default=True, help="seconds between stats lines (0: none)")
 @click.option("--max-messages", type=int, default=None, help="messages pulled ahead of the handlers (default 500)")
-@click.option("--nak-delay", type=float, default=None, help="redeliver a failed message after this many seconds")
+@click.option(
+    "--nak-delay", type=float, default=None,
+    help="redeliver a failed message after this many seconds (0: at once; default 1 s doubling per delivery, max 60)",
+)  # fmt: skip
 @click.option("--creds", default=None, metavar="FILE", help="NATS credentials file")
 @click.option("--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING …")
 @with_appcontext
@@ -42,6 +45,7 @@ def worker_command(**values: Any) -> None:
         worker = build_worker(
             values,
             configured_servers=app.config.get("JETSTREAM_SYNC_SERVERS"),
+            setting='app.config["JETSTREAM_SYNC_SERVERS"]',
             connect_options=app.config.get("JETSTREAM_SYNC_CONNECT_OPTIONS"),
             around=app.app_context,
         )

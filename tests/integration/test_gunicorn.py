@@ -4,6 +4,7 @@ publishes exactly one message, from one client per worker process."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -57,7 +58,9 @@ def test_preloaded_workers_publish_each_request_exactly_once(private_server, wor
            "-b", f"127.0.0.1:{port}", "--chdir", str(EXAMPLES), "-c", str(EXAMPLES / "gunicorn_app.py"),
            "--graceful-timeout", "10", "gunicorn_app:app"]
     log = open(tmp_path / "gunicorn.log", "w+")
-    proc = subprocess.Popen(cmd, env=dict(os.environ, NATS_URL=server.url), stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        cmd, env=dict(os.environ, NATS_URL=server.url), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         def up() -> bool:
             try:
@@ -79,8 +82,10 @@ def test_preloaded_workers_publish_each_request_exactly_once(private_server, wor
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(20) == 0
     finally:
+        # The whole group: killing only the master would orphan hung workers.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
         if proc.poll() is None:
-            proc.kill()
             proc.wait(5)
         log.seek(0)
         output = log.read()

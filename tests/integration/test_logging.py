@@ -76,3 +76,41 @@ def test_no_message_repeats_the_logger_name(caplog):
         jss.connect("nats://127.0.0.1:1", connect_timeout=0.5)
     for record in _ours(caplog):
         assert not record.getMessage().startswith("jetstream_sync"), record.getMessage()
+
+
+def test_a_failed_first_connect_logs_nothing_and_raises_why(caplog):
+    """The caller gets NoServersError naming the URL; no 'disconnected' or
+    'closed' line for a connection that never existed."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    caplog.set_level(logging.DEBUG, logger="jetstream_sync")
+    with pytest.raises(jss.NoServersError, match=f"alice:\\*\\*\\*@127.0.0.1:{port}: connection refused"):
+        jss.connect(f"nats://alice:{SECRET}@127.0.0.1:{port}", connect_timeout=1)
+    assert [r.getMessage() for r in _ours(caplog) if r.levelno >= logging.INFO] == []
+    assert SECRET not in caplog.text
+
+
+def test_retry_on_failed_connect_logs_the_connect_when_it_comes(caplog):
+    from jetstream_sync._server import NatsServer
+
+    srv = NatsServer()  # its port is chosen; it starts once the client has failed once
+    caplog.set_level(logging.INFO, logger="jetstream_sync")
+    failed_once = threading.Event()
+    starter = threading.Thread(target=lambda: failed_once.wait(15) and srv.start())
+    starter.start()
+    try:
+        client = jss.connect(
+            srv.url, retry_on_failed_connect=True, reconnect_time_wait=0.1, max_reconnect_attempts=-1,
+            error_cb=lambda exc: failed_once.set(),
+        )  # fmt: skip
+        client.close()
+    finally:
+        failed_once.set()
+        starter.join(30)
+        srv.cleanup()
+    lines = [r.getMessage() for r in _ours(caplog)]
+    connected = [line for line in lines if line in (f"connected to {srv.url}", f"reconnected to {srv.url}")]
+    assert connected and f"connection to {srv.url} closed" in lines, lines

@@ -59,7 +59,10 @@ def test_a_handler_that_returns_gets_its_message_acked(nc, js, stream, subj, con
     worker.stop()
     assert run.wait(5) == 0
     assert sorted(int(m.data) for m in seen) == list(range(50))
-    assert worker.stats == jss.WorkerStats(handled=50, failed=0, in_flight=0)
+    stats = worker.stats
+    assert (stats.handled, stats.failed, stats.in_flight) == (50, 0, 0)
+    assert stats.consume["delivered"] == 50 and stats.consume["pulls"] >= 1  # the context's counters too
+    assert stats.as_dict()["handled"] == 50 and stats.as_dict()["delivered"] == 50
     assert not nc.is_closed  # a client we gave it stays open
 
 
@@ -225,7 +228,7 @@ def test_a_missing_consumer_or_server_gives_status_1(nc, stream, caplog):
     srv = NatsServer()  # never started: nothing listens on its port
     status = jss.run_worker(print, servers=srv.url, stream="S", consumer="C", signals=())
     assert status == 1
-    assert any("cannot connect" in r.getMessage() for r in worker_records(caplog, logging.ERROR))
+    assert any("could not connect to" in r.getMessage() for r in worker_records(caplog, logging.ERROR))
 
 
 def test_around_wraps_each_call_and_thread_exit_runs_per_thread(nc, js, stream, subj, cons):
@@ -298,6 +301,38 @@ def test_bad_options_are_refused_before_connecting(kwargs, match):
         jss.Worker(print, **args)
 
 
+def test_a_message_that_always_fails_is_redelivered_with_a_growing_delay_by_default(
+    nc, js, stream, subj, cons, caplog
+):
+    publish(js, subj, 1)
+    seen = []
+
+    def handler(msg):
+        seen.append(time.monotonic())
+        raise RuntimeError("database down")
+
+    worker = jss.Worker(handler, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
+    run = Running(worker)
+    wait_until(lambda: len(seen) >= 3, timeout=10)  # 1 s, then 2 s
+    worker.stop()
+    assert run.wait(5) == 0
+    gaps = [b - a for a, b in zip(seen, seen[1:])]
+    assert gaps[0] >= 0.9 and gaps[1] >= 1.8, gaps  # not at once: no spin, no flood of tracebacks
+    assert len(seen) <= 4
+
+
+def test_the_stats_line_has_every_counter_every_time(nc, stream, cons, caplog):
+    caplog.set_level(logging.INFO, logger="jetstream_sync.worker")
+    worker = jss.Worker(lambda m: None, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
+    run = Running(worker)
+    wait_until(lambda: worker.stats.consume.get("pulls", 0) >= 1)
+    worker.stop()
+    assert run.wait(5) == 0
+    line = next(r.getMessage() for r in worker_records(caplog, logging.INFO) if "worker stopped" in r.getMessage())
+    for name in ("handled=0", "failed=0", "in_flight=0", "delivered=0", "nakd_on_stop=0", "pulls="):
+        assert name in line, line
+
+
 def test_an_async_handler_is_refused():
     async def handler(msg):
         pass
@@ -324,6 +359,10 @@ def test_an_async_handler_is_refused():
          "log level"),
         (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://x", "--creds", "/no/file"],
          "credentials"),
+        (["worker", "asyncio:sleep", "--stream", "S", "--consumer", "C", "--server", "nats://x"],
+         "handler 'asyncio:sleep' is an async def"),
+        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "http://127.0.0.1:4222"],
+         "unsupported URL scheme 'http'"),
     ],
 )  # fmt: skip
 def test_cli_usage_errors_exit_2_with_one_line(argv, match, capsys, monkeypatch):
@@ -331,6 +370,20 @@ def test_cli_usage_errors_exit_2_with_one_line(argv, match, capsys, monkeypatch)
     assert cli_main(argv) == 2
     err = capsys.readouterr().err
     assert match in err and "Traceback" not in err
+
+
+def test_cli_handler_module_that_fails_to_import_shows_where_and_exits_2(tmp_path, capsys, monkeypatch):
+    (tmp_path / "broken_handlers_x.py").write_text("import os\n\ndef handle(msg)\n    pass\n")  # no colon
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["worker", "broken_handlers_x:handle", "--stream", "S", "--consumer", "C", "--server", "nats://x"]
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "broken_handlers_x.py\", line 3" in err  # the traceback says where
+    assert err.strip().splitlines()[-1].startswith(
+        "jetstream-sync worker: error: importing 'broken_handlers_x' for handler 'broken_handlers_x:handle' failed: "
+        "SyntaxError"
+    )
 
 
 HANDLER = """

@@ -58,6 +58,7 @@ class Command(BaseCommand):
             worker = build_worker(
                 options,
                 configured_servers=conf.get("servers"),
+                setting='settings.JETSTREAM_SYNC["servers"]',
                 connect_options=conf.get("connect_options"),
                 around=db_connections_checked,
                 thread_exit=close_thread_connections,
