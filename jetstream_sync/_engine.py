@@ -98,6 +98,12 @@ class Engine:
         # reconnects, leadership changes): arrivals beyond the bound are NAK'd.
         self._guard = False
         self._pin: Optional[PinId] = None  # pinned_client consumers only
+        # NAKs of a stop are held while the subscription has interest: the
+        # server redelivers a NAK'd message at once, into an open pull (or to
+        # this push subscription), where it would be NAK'd again and use up
+        # max_deliver. True while not subscribed: nothing to hold for.
+        self._deferred: List[Msg] = []
+        self._interest_gone = True
         receiver.engine = self
 
     async def _subscribe(self) -> None:
@@ -105,6 +111,7 @@ class Engine:
         self._q = janus.Queue()
         self._receiver.attach(self._q.sync_q)
         self._sid = await self._open()
+        self._interest_gone = False
         self._remove_perm = self._conn.watch_permission(self._subject, self._denied)
         self._started = True
 
@@ -123,12 +130,14 @@ class Engine:
 
     # The parser calls make(subject, reply, data, conn, hdr_raw) per message.
     make: Callable[[bytes, bytes, bytes, Any, Optional[bytes]], Any] = WireMsg
-    defers_naks = False  # see nak_later()
 
     def nak_later(self, msgs: List[Msg]) -> None:
-        """Loop thread: NAK messages never handed out (engines that defer
-        NAKs until their subscription is gone override this)."""
-        self._receiver.nak(msgs)
+        """Loop thread: NAK messages never handed out, once the subscription's
+        interest is gone (at once if it is)."""
+        if self._interest_gone:
+            self._receiver.nak(msgs)
+        else:
+            self._deferred.extend(msgs)
 
     @property
     def conn(self) -> "Connection":
@@ -248,7 +257,7 @@ class Engine:
             except janus.AsyncQueueEmpty:
                 break
             if isinstance(item, list):
-                self._receiver.nak(item)
+                self.nak_later(item)
             elif not isinstance(item, Report) and item is not WAKE:
                 keep.append(item)
         for item in keep:
@@ -256,8 +265,15 @@ class Engine:
 
     async def _unsubscribe(self, drain: bool) -> None:
         sid, self._sid = self._sid, None
-        if sid is not None:
-            await self._conn.unsubscribe(sid, drain, SHUTDOWN_FLUSH)
+        try:
+            if sid is not None:
+                await self._conn.unsubscribe(sid, drain, SHUTDOWN_FLUSH)
+        finally:
+            # No interest now: the NAKs held back go out, and the server
+            # redelivers them to other subscribers.
+            self._interest_gone = True
+            deferred, self._deferred = self._deferred, []
+            self._receiver.nak(deferred)
 
     # -- the consumer check ----------------------------------------------------------
 
@@ -475,7 +491,6 @@ class ContinuousEngine(Engine):
             self._flush()  # NAKs the chunk being collected
         closed = isinstance(error, errors.ConnectionClosedError)
         await self._unsubscribe(drain=error is None)
-        self._unsubscribed()
         if nak:
             self._nak_queued()
         if closed:
@@ -497,5 +512,3 @@ class ContinuousEngine(Engine):
     def _cancel_timers(self) -> None:
         """Shutting down: cancel what subclasses scheduled besides the tick."""
 
-    def _unsubscribed(self) -> None:
-        """Shutting down: the server has no interest any more."""

@@ -96,23 +96,6 @@ class PushEngine(ContinuousEngine):
         self._controls = 0  # flow-control requests made by make() and not yet handled
         self._gaps = not target.deliver_group
         self._last_cseq = 0  # 0: not known yet
-        self._deferred: List[Any] = []  # NAKs held until interest is gone
-        self._interest_gone = False
-
-    # NAK'd messages are redelivered at once: while this subscription still
-    # has interest they would come straight back (and use up max_deliver).
-    defers_naks = True
-
-    def nak_later(self, msgs: List[Any]) -> None:
-        if self._interest_gone:
-            self._receiver.nak(msgs)
-        else:
-            self._deferred.extend(msgs)
-
-    def _unsubscribed(self) -> None:
-        self._interest_gone = True
-        deferred, self._deferred = self._deferred, []
-        self._receiver.nak(deferred)
 
     async def _open(self) -> int:
         t = self._target

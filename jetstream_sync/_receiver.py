@@ -427,11 +427,11 @@ class Receiver(Resource):
         return self._state is STOPPED or (self._end is not None and not self._buf)
 
     def _nak_on_stop(self, msgs: List[Msg]) -> None:
-        """NAK what was never handed out, through an engine that holds NAKs
-        until its interest is gone (push: a NAK'd message is redelivered at
-        once, and must not come back to this subscription)."""
+        """NAK what was never handed out, through the engine, which holds NAKs
+        until its interest is gone (a NAK'd message is redelivered at once,
+        and must not come back to this subscription's open pull)."""
         engine = self.engine
-        if msgs and engine is not None and engine.defers_naks and not self._conn.closing:
+        if msgs and engine is not None and not self._conn.closing:
             try:
                 self._conn.call_soon(engine.nak_later, msgs)
                 return

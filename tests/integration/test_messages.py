@@ -350,3 +350,27 @@ def test_stop_after_drain_naks_what_the_drain_received_and_nobody_took(js, strea
     with cons.messages() as again:
         got = [again.next(5) for _ in range(49)]
     assert sorted(int(m.data) for m in got) == list(range(49))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["stop", "drain then stop"])
+def test_stop_naks_do_not_come_back_into_its_own_pull_and_use_up_max_deliver(js, stream, subj, how):
+    """A NAK'd message is redelivered at once; while the stopped context's pull
+    was still open it came back into it, was NAK'd again, and with max_deliver=2
+    was never delivered again (seen in 6 of 12 rounds before the NAKs waited
+    for the unsubscribe). Several rounds: the race needs the pull still open."""
+    for round_ in range(6):
+        cons = stream.create_consumer(durable_name=f"r{round_}", ack_policy="explicit", max_deliver=2)
+        if round_ == 0:
+            publish(js, subj, 50)  # every round's new consumer starts from the first
+        ctx = cons.messages(max_messages=100)  # a pull with room left: the server can put NAK'd ones into it
+        ctx.next(5).ack()
+        wait_until(lambda: cons.info().num_ack_pending == 49)  # all of them buffered here
+        if how == "drain then stop":
+            ctx.drain()
+        ctx.stop()
+        assert ctx.stats.nakd_on_stop == 49
+        with cons.messages() as again:
+            got = {again.next(5).data for _ in range(49)}  # each one comes again, on its second delivery
+        assert len(got) == 49
+        stream.delete_consumer(f"r{round_}")
