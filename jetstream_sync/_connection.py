@@ -22,7 +22,6 @@ import queue
 import re
 import threading
 import time
-import urllib.parse
 import weakref
 from functools import partial
 from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, TypeVar, Union, cast
@@ -97,19 +96,21 @@ def check_servers(servers: List[str]) -> List[str]:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with any password (or token in the user part) replaced by ``***``."""
-    try:
-        parts = urllib.parse.urlsplit(url if "://" in url else f"nats://{url}")
-    except ValueError:
-        return "<invalid url>"
-    if parts.username is None and parts.password is None:
+    """``url`` with any password (or token in the user part) replaced by ``***``.
+
+    By hand, not urlsplit: a password with an unencoded ``#``, ``/`` or ``?``
+    ends urlsplit's netloc before the ``@``, and the secret came back whole.
+    The credentials run to the last ``@`` (one in a path would over-redact,
+    never leak)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    at = rest.rfind("@")
+    if at < 0:
         return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    user = parts.username or ""
-    cred = f"{user}:***" if parts.password is not None else "***"
-    return urllib.parse.urlunsplit((parts.scheme, f"{cred}@{host}", parts.path, parts.query, parts.fragment))
+    user, colon, _secret = rest[:at].partition(":")
+    cred = f"{user}:***" if colon else "***"
+    return f"{scheme}{sep}{cred}@{rest[at + 1:]}"
 
 
 # Every Connection alive in this process (for the signal helper).

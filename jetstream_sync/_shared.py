@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Dict, List, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .client import Client, connect
 
@@ -25,7 +25,17 @@ DEFAULT_SERVERS = "nats://127.0.0.1:4222"
 # forked child (the parent's lock may have been held at the fork).
 _lock = threading.Lock()
 _clients: Dict[Tuple[Any, ...], Client] = {}
-_connecting: Dict[Tuple[Any, ...], threading.Event] = {}  # set when that first connect ends
+_connecting: Dict[Tuple[Any, ...], "_Connecting"] = {}  # the first connect per key, under way
+
+
+class _Connecting:
+    """One thread's connect, waited for by the others that asked meanwhile."""
+
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()  # made at call time: a gevent one in a patched worker
+        self.error: Optional[BaseException] = None
 _pid = os.getpid()
 # A child keeps its parent's clients referenced, never collected: no
 # finalizer then runs on objects that hold the parent's socket and loop.
@@ -87,11 +97,15 @@ def shared_client(servers: Union[str, List[str]] = DEFAULT_SERVERS, **connect_op
             pending = _connecting.get(key)
             mine = pending is None
             if pending is None:
-                pending = _connecting[key] = threading.Event()
+                pending = _connecting[key] = _Connecting()
         if not mine:
             # Another thread is connecting: wait for its client (bounded by its
-            # connect timeout), then look again; if it failed, try ourselves.
-            pending.wait()
+            # connect timeout; with retry_on_failed_connect, by the server
+            # coming up), then look again. Its failure is ours too, rather than
+            # each waiter trying again in turn, N connect timeouts for the Nth.
+            pending.done.wait()
+            if pending.error is not None:
+                raise pending.error
             continue
         # Connecting outside _lock: under gevent that lock may be a real one
         # (made before monkey-patching), and a greenlet blocking on it while
@@ -101,11 +115,14 @@ def shared_client(servers: Union[str, List[str]] = DEFAULT_SERVERS, **connect_op
             with _lock:
                 _clients[key] = client
             return client
+        except BaseException as exc:
+            pending.error = exc
+            raise
         finally:
             with _lock:
                 if _connecting.get(key) is pending:
                     del _connecting[key]
-            pending.set()
+            pending.done.set()
 
 
 def close_shared_clients(timeout: float = 5.0) -> None:

@@ -11,12 +11,13 @@ import logging
 import os
 import sys
 import traceback
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from . import errors
 from .worker import Worker
 
-__all__ = ["UsageError", "add_arguments", "build_worker", "load_handler", "main"]
+__all__ = ["OPTIONS", "Option", "UsageError", "add_arguments", "build_worker", "load_handler", "main"]
 
 ENV_URL = "NATS_URL"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
@@ -26,33 +27,46 @@ class UsageError(Exception):
     """A bad command line: one line for the user, exit status 2."""
 
 
+@dataclass(frozen=True)
+class Option:
+    """One worker option, declared once for argparse (CLI, Django) and click (Flask)."""
+
+    flag: str
+    help: str
+    type: Callable[[str], Any] = str
+    default: Any = None
+    metavar: Optional[str] = None
+    required: bool = False
+    multiple: bool = False  # repeatable: a list of values
+
+
+HANDLER_HELP = "the handler to call per message, as module:function"
+OPTIONS = (
+    Option("--server", f"NATS server URL (repeat or comma-separate for several; default: the framework's "
+           f"setting, then ${ENV_URL})", metavar="URL", multiple=True),
+    Option("--stream", "the stream of the consumer", required=True),
+    Option("--consumer", "a durable pull consumer of the stream", required=True),
+    Option("--concurrency", "handler threads (default 1)", int, 1, "N"),
+    Option("--shutdown-timeout", "seconds for a graceful stop on SIGTERM/SIGINT (default 10)", float, 10.0, "S"),
+    Option("--stats-interval", "seconds between stats log lines (default 60; 0: none)", float, 60.0, "S"),
+    Option("--max-messages", "messages pulled ahead of the handlers (default 500)", int, None, "N"),
+    Option("--nak-delay", "redeliver a failed message after S seconds (0: at once; default 1 s doubling per "
+           "delivery, max 60)", float, None, "S"),
+    Option("--creds", "NATS credentials file", metavar="FILE"),
+    Option("--log-level", "DEBUG, INFO, WARNING … (default INFO)", str, "INFO", "LEVEL"),
+)  # fmt: skip
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The worker's options (the Django command adds the same ones)."""
-    parser.add_argument("handler", help="the handler to call per message, as module:function")
-    parser.add_argument(
-        "--server", action="append", metavar="URL",
-        help=f"NATS server URL (repeat or comma-separate for several; default ${ENV_URL})",
-    )  # fmt: skip
-    parser.add_argument("--stream", required=True, help="the stream of the consumer")
-    parser.add_argument("--consumer", required=True, help="a durable pull consumer of the stream")
-    parser.add_argument("--concurrency", type=int, default=1, metavar="N", help="handler threads (default 1)")
-    parser.add_argument(
-        "--shutdown-timeout", type=float, default=10.0, metavar="S",
-        help="seconds for a graceful stop on SIGTERM/SIGINT (default 10)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--stats-interval", type=float, default=60.0, metavar="S",
-        help="seconds between stats log lines (default 60; 0: none)",
-    )
-    parser.add_argument(
-        "--max-messages", type=int, metavar="N", help="messages pulled ahead of the handlers (default 500)"
-    )
-    parser.add_argument(
-        "--nak-delay", type=float, metavar="S",
-        help="redeliver a failed message after S seconds (0: at once; default 1 s doubling per delivery, max 60)",
-    )  # fmt: skip
-    parser.add_argument("--creds", metavar="FILE", help="NATS credentials file")
-    parser.add_argument("--log-level", default="INFO", metavar="LEVEL", help="DEBUG, INFO, WARNING … (default INFO)")
+    """The worker's options on an argparse parser (the CLI, the Django command)."""
+    parser.add_argument("handler", help=HANDLER_HELP)
+    for o in OPTIONS:
+        if o.multiple:
+            parser.add_argument(o.flag, action="append", metavar=o.metavar, help=o.help)
+        else:
+            parser.add_argument(
+                o.flag, type=o.type, default=o.default, metavar=o.metavar, required=o.required, help=o.help
+            )
 
 
 def load_handler(spec: str) -> Callable[..., Any]:
@@ -81,6 +95,8 @@ def load_handler(spec: str) -> Callable[..., Any]:
 
 def resolve_servers(given: Optional[Sequence[str]], configured: Any = None, setting: Optional[str] = None) -> List[str]:
     """``--server`` values, else the framework's setting (named ``setting``), else $NATS_URL."""
+    if configured is not None and not isinstance(configured, (str, list, tuple)):
+        raise UsageError(f"{setting or 'the servers setting'} must be a URL or a list of URLs, got a {type(configured).__name__}")  # no repr: URLs hold passwords
     for source in (given, configured, os.environ.get(ENV_URL)):
         if isinstance(source, str):
             source = [source]
@@ -112,6 +128,8 @@ def build_worker(
     values raise UsageError before anything is sent. ``hooks``: around, thread_exit."""
     setup_logging(values.get("log_level") or "INFO")
     handler = load_handler(values["handler"])
+    if connect_options is not None and not isinstance(connect_options, Mapping):
+        raise UsageError(f"the connect options setting must be a mapping, got {type(connect_options).__name__}")
     opts: Dict[str, Any] = {"name": "jetstream-sync-worker", **(connect_options or {})}
     creds = values.get("creds")
     if creds:

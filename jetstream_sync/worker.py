@@ -37,6 +37,7 @@ Around = Callable[[], ContextManager[Any]]
 # Share of shutdown_timeout kept for NAKing what is left and closing.
 _CLOSE_SHARE = 0.2
 _MIN_CLOSE = 0.5  # seconds a close always gets, to send the queued acks
+_SIGNAL_POLL = 0.1  # how often the main thread looks for a signal noted by the handler
 # Default redelivery of a failed message: 1 s, doubling per delivery, at most 60 s,
 # so a handler that fails every time does not spin (and flood the log).
 _RETRY_FIRST, _RETRY_DOUBLINGS = 1.0, 6
@@ -159,8 +160,10 @@ class Worker:
                 restore()
 
     def _on_signal(self, signum: int) -> None:
-        self._signum = signum  # a signal handler: no logging here (it may interrupt the log's own write)
-        self.stop()
+        # A signal handler runs on the main thread between two bytecodes, maybe
+        # inside the main loop's Event.wait(), whose lock Event.set() would then
+        # wait for forever: only note the signal; the main loop acts on it.
+        self._signum = signum
 
     # -- the main thread ------------------------------------------------------------
 
@@ -200,8 +203,15 @@ class Worker:
         _log.info("worker: consuming %s with %d thread(s)", name, self._concurrency)
         for t in self._threads:
             t.start()
-        while not self._wake.wait(self._stats_interval):
-            self._log_stats("worker stats")
+        interval = self._stats_interval
+        next_stats = None if interval is None else time.monotonic() + interval
+        while not self._wake.wait(_SIGNAL_POLL):
+            if self._signum is not None:
+                self.stop()
+                break
+            if next_stats is not None and interval is not None and time.monotonic() >= next_stats:
+                self._log_stats("worker stats")
+                next_stats += interval
         if self._stopping.is_set():
             why = f"signal {self._signum}" if self._signum is not None else "stop()"
             _log.info("worker: %s: stopping within %.1fs", why, self._shutdown_timeout)
@@ -221,7 +231,12 @@ class Worker:
         deadline = time.monotonic() + limit
         ctx.drain()
         self._join(deadline - limit * _CLOSE_SHARE)
-        ctx.stop()  # NAKs what was received and not handed out (nothing after a complete drain)
+        # NAKs what was received and not handed out (nothing after a complete
+        # drain). stop() waits for the server (up to the API timeout) when it is
+        # slow or gone: on a thread of its own, so the deadline still holds.
+        stopper = threading.Thread(target=ctx.stop, name="jetstream-worker-stop", daemon=True)
+        stopper.start()
+        stopper.join(max(deadline - limit * _CLOSE_SHARE / 2 - time.monotonic(), 0.0))
         if self._alive():
             self._join(deadline - limit * _CLOSE_SHARE / 2)
             left = self._alive()
@@ -267,8 +282,11 @@ class Worker:
                 if self._fatal is None:
                     self._fatal = exc
             self._wake.set()
-        except BaseException:
+        except BaseException as exc:  # SystemExit from a handler, say: the worker ends, and not with 0
             _log.exception("worker: handler thread %s died", threading.current_thread().name)
+            with self._lock:
+                if self._fatal is None:
+                    self._fatal = exc
         finally:
             self._wake.set()  # drained to the end, or failed: the main thread looks
             if self._thread_exit is not None:

@@ -11,32 +11,30 @@ runs inside ``app.app_context()`` (so ``current_app``, ``g`` and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import click
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 
-from .._worker_cli import UsageError, build_worker
+from .._worker_cli import OPTIONS, UsageError, build_worker
 
 __all__ = ["worker_command", "init_app"]
 
 
+def _worker_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The CLI's options (one table in _worker_cli) as click options."""
+    for o in reversed(OPTIONS):
+        command = click.option(
+            o.flag, type=o.type, default=o.default, required=o.required, multiple=o.multiple,
+            metavar=o.metavar, help=o.help,
+        )(command)  # fmt: skip
+    return command
+
+
 @click.command("jetstream-worker")
 @click.argument("handler")
-@click.option("--server", multiple=True, metavar="URL", help="NATS server URL (default: config, then $NATS_URL)")
-@click.option("--stream", required=True, help="the stream of the consumer")
-@click.option("--consumer", required=True, help="a durable pull consumer of the stream")
-@click.option("--concurrency", type=int, default=1, show_default=True, help="handler threads")
-@click.option("--shutdown-timeout", type=float, default=10.0, show_default=True, help="seconds for a graceful stop")
-@click.option("--stats-interval", type=float, default=60.0, show_default=True, help="seconds between stats lines (0: none)")
-@click.option("--max-messages", type=int, default=None, help="messages pulled ahead of the handlers (default 500)")
-@click.option(
-    "--nak-delay", type=float, default=None,
-    help="redeliver a failed message after this many seconds (0: at once; default 1 s doubling per delivery, max 60)",
-)  # fmt: skip
-@click.option("--creds", default=None, metavar="FILE", help="NATS credentials file")
-@click.option("--log-level", default="INFO", show_default=True, help="DEBUG, INFO, WARNING …")
+@_worker_options
 @with_appcontext
 def worker_command(**values: Any) -> None:
     """Call HANDLER (module:function) for every message of a JetStream pull consumer."""

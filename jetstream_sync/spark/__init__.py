@@ -66,7 +66,9 @@ def worker_python_problem(python: Optional[str], timeout: float = 60.0) -> Optio
     if python is None:
         return None
     found = shutil.which(python)
-    if found is not None and os.path.realpath(found) == os.path.realpath(sys.executable):
+    # abspath, not realpath: a venv's python is a symlink to the base
+    # interpreter, which cannot import what the venv has.
+    if found is not None and os.path.abspath(found) == os.path.abspath(sys.executable):
         return None
     fix = f"set PYSPARK_PYTHON={sys.executable} before the SparkSession is created"
     if found is None:

@@ -45,6 +45,40 @@ def test_threads_racing_for_the_first_client_get_the_same_one(server):
     assert got[0].is_connected
 
 
+def test_threads_waiting_for_a_failing_first_connect_fail_with_it(tmp_path):
+    """A server that accepts TCP and never says INFO: the first connect times
+    out, and the threads that waited for it fail then, not one timeout later each."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(64)  # the kernel completes the handshakes; nobody answers
+    url = f"nats://127.0.0.1:{silent.getsockname()[1]}"
+    n = 4
+    barrier = threading.Barrier(n)
+    errors: list = []
+
+    def take() -> None:
+        barrier.wait(timeout=10)
+        try:
+            jss.shared_client(url, connect_timeout=1, max_reconnect_attempts=0)
+        except jss.JetStreamError as exc:
+            errors.append(exc)
+
+    try:
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=take) for _ in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        silent.close()
+    assert len(errors) == n
+    assert took < 2.5, took  # one connect attempt (about 1 s), not one after another (about n s)
+
+
 def test_a_closed_client_is_replaced(server):
     first = jss.shared_client(server.url, name="replaced")
     first.close()

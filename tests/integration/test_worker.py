@@ -201,10 +201,7 @@ def test_a_stuck_handler_does_not_hold_the_stop_beyond_shutdown_timeout(nc, js, 
     release.set()
     again = jss.Worker(lambda m: None, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
     run = Running(again)
-    try:
-        wait_until(lambda: settled(cons), timeout=10)
-    finally:
-        print(cons.info(), again.stats, worker.stats, flush=True)
+    wait_until(lambda: settled(cons), timeout=10)
     again.stop()
     assert run.wait(5) == 0
     assert again.stats.handled + worker.stats.handled == 50
@@ -274,12 +271,31 @@ def test_signals_are_installed_in_the_main_thread_only_and_restored(nc, stream, 
     assert run.wait(5) == 0
     assert seen_in_thread == [before]  # from another thread: none installed
 
-    main_worker = jss.Worker(lambda m: None, client=nc, stream=stream.name, consumer=cons.name)
-    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGTERM))
-    timer.start()
-    t0 = time.monotonic()
-    assert main_worker.run() == 0  # SIGTERM: a graceful stop, not the end of the test process
-    assert time.monotonic() - t0 < 5
+    # A guard for this process: a SIGTERM that lands after run() has put the
+    # previous handler back must not end the test session.
+    late = []
+    guard = signal.signal(signal.SIGTERM, lambda signum, frame: late.append(signum))
+    try:
+        main_worker = jss.Worker(lambda m: None, client=nc, stream=stream.name, consumer=cons.name)
+        installed = signal.getsignal(signal.SIGTERM)
+
+        def send_when_consuming() -> None:
+            def consuming() -> bool:
+                return signal.getsignal(signal.SIGTERM) is not installed and cons.info().num_waiting >= 1
+
+            wait_until(consuming, timeout=10)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        sender = threading.Thread(target=send_when_consuming, daemon=True)
+        sender.start()
+        t0 = time.monotonic()
+        assert main_worker.run() == 0  # SIGTERM: a graceful stop, not the end of the test process
+        assert time.monotonic() - t0 < 10
+        sender.join(5)
+        assert signal.getsignal(signal.SIGTERM) is installed  # put back
+        assert late == []  # the worker's handler took the signal
+    finally:
+        signal.signal(signal.SIGTERM, guard)
     assert signal.getsignal(signal.SIGTERM) == before
 
 
@@ -331,6 +347,43 @@ def test_the_stats_line_has_every_counter_every_time(nc, stream, cons, caplog):
     line = next(r.getMessage() for r in worker_records(caplog, logging.INFO) if "worker stopped" in r.getMessage())
     for name in ("handled=0", "failed=0", "in_flight=0", "delivered=0", "nakd_on_stop=0", "pulls="):
         assert name in line, line
+
+
+def test_a_handler_that_exits_the_process_ends_the_worker_with_status_1(nc, js, stream, subj, cons, caplog):
+    publish(js, subj, 3)
+
+    def handler(msg):
+        sys.exit(3)  # escapes the handler's `except Exception`
+
+    worker = jss.Worker(handler, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
+    assert Running(worker).wait(10) == 1  # not 0: a supervisor must see a failure and restart it
+    assert any("died" in r.getMessage() for r in worker_records(caplog, logging.ERROR))
+
+
+@pytest.mark.timeout(60)
+def test_the_shutdown_bound_holds_when_the_server_stops_answering(private_server, caplog):
+    with jss.connect(private_server.url) as admin:
+        js = admin.jetstream()
+        js.create_stream(name="HANG", subjects=["hang.>"])
+        cons = js.create_consumer("HANG", durable_name="w", ack_policy="explicit")
+        publish(js, "hang.x", 20)
+    handled = threading.Event()
+    worker = jss.Worker(
+        lambda m: handled.set(), servers=private_server.url, stream="HANG", consumer="w",
+        shutdown_timeout=1.0, stats_interval=None, connect_options={"connect_timeout": 1},
+    )  # fmt: skip
+    run = Running(worker)
+    assert handled.wait(10)
+    private_server.pause()  # SIGSTOP: the socket stays open, nothing answers
+    try:
+        t0 = time.monotonic()
+        worker.stop()
+        run.wait(10)
+        took = time.monotonic() - t0
+    finally:
+        private_server.resume()
+    assert took < 2.0, took  # shutdown_timeout 1 s (a close gets at least 0.5 s), not 5 s and more
+    del cons
 
 
 def test_an_async_handler_is_refused():
@@ -431,3 +484,14 @@ def test_cli_worker_ends_gracefully_on_sigterm_and_logs_no_password(tmp_path):
         assert len(done) == len(set(done))
         info = cons.info()
         assert info.num_ack_pending == 0 and info.num_pending == 200 - len(done)
+
+
+def test_framework_settings_of_the_wrong_shape_are_usage_errors():
+    from jetstream_sync._worker_cli import UsageError, build_worker
+
+    values = {"handler": "os:getpid", "stream": "S", "consumer": "C", "server": None}
+    with pytest.raises(UsageError, match="connect options setting must be a mapping, got list"):
+        build_worker(values, configured_servers="nats://x", connect_options=["nats://u:pw@x"])
+    with pytest.raises(UsageError, match="JETSTREAM_SYNC_SERVERS.*got a dict") as err:
+        build_worker(values, configured_servers={"url": "nats://u:pw@x"}, setting='app.config["JETSTREAM_SYNC_SERVERS"]')
+    assert "pw" not in str(err.value)

@@ -80,3 +80,21 @@ def test_worker_python_check_names_the_fix(tmp_path):
     assert problem is not None and f"PYSPARK_PYTHON={sys.executable}" in problem and str(bare) in problem
     missing = worker_python_problem("no-such-python-here")
     assert missing is not None and "not on PATH" in missing
+
+
+def test_worker_python_check_sees_through_a_venv_symlink():
+    """A venv's python links to the base interpreter: equal real paths, but the
+    base cannot import what only the venv has."""
+    import os
+    import subprocess
+    import sys
+
+    from jetstream_sync.spark import worker_python_problem
+
+    base = os.path.realpath(sys.executable)
+    if base == os.path.abspath(sys.executable):
+        pytest.skip("not running in a venv")
+    probe = subprocess.run([base, "-c", "import jetstream_sync, pyarrow"], capture_output=True, timeout=60)
+    if probe.returncode == 0:
+        pytest.skip("the base interpreter has the packages too")
+    assert worker_python_problem(base) is not None
