@@ -106,14 +106,20 @@ class Engine:
         self._interest_gone = True
         receiver.engine = self
 
-    async def _subscribe(self) -> None:
+    async def _subscribe(self) -> bool:
+        """Subscribe; False (and closed) when stopped, or the client closed, before it started."""
         self._loop = asyncio.get_running_loop()
+        if self._receiver.state is STOPPED:
+            self._done = True
+            self._closed()
+            return False
         self._q = janus.Queue()
         self._receiver.attach(self._q.sync_q)
         self._sid = await self._open()
         self._interest_gone = False
         self._remove_perm = self._conn.watch_permission(self._subject, self._denied)
         self._started = True
+        return True
 
     async def _open(self) -> int:
         """Subscribe where the messages come (pull: a fresh inbox); the sid."""
@@ -343,12 +349,8 @@ class ContinuousEngine(Engine):
         self._next_keepalive = 0.0
 
     async def start(self) -> None:
-        if self._receiver.state is STOPPED:  # stopped (or the client closed) before it started
-            self._loop = asyncio.get_running_loop()
-            self._done = True
-            self._closed()
+        if not await self._subscribe():
             return
-        await self._subscribe()
         conn = self._conn
         self._connected = conn.is_connected
         self._listeners = [

@@ -72,6 +72,7 @@ class Buckets:
         from . import _kv_bucket as kv
 
         return kv.bucket_statuses(self._js)
+
     # -- object store --
 
     def create_object_store(

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from . import errors
 from ._engine import ACK_WAIT_SHARE, SHUTDOWN_FLUSH, ConsumerTarget, ContinuousEngine, Engine, PinId
-from ._receiver import OPEN, STOPPED, Receiver
+from ._receiver import OPEN, Receiver
 from .message import Msg
 from .options import (
     ConsumeOptions,
@@ -312,12 +312,8 @@ class FetchEngine(Engine):
         self._shutdown_task: Optional["asyncio.Future[None]"] = None
 
     async def start(self) -> None:
-        if self._receiver.state is STOPPED:
-            self._loop = asyncio.get_running_loop()
-            self._done = True
-            self._closed()
+        if not await self._subscribe():
             return
-        await self._subscribe()
         o = self.opts
         self._watch.traffic()
         self._timer = self._loop.call_later(self._tick_every, self._tick)

@@ -403,11 +403,8 @@ def run_worker(
 
 
 def _servers(servers: Union[str, Sequence[str], None]) -> List[str]:
-    if isinstance(servers, str):
-        servers = [servers]
-    if not servers or not all(isinstance(s, str) and s.strip() for s in servers):
-        raise errors.InvalidOptionError("servers must be a URL or a non-empty list of URLs (or give client)")
-    return check_servers([s.strip() for s in servers])
+    listed = [servers] if isinstance(servers, str) else list(servers or [])
+    return check_servers([s.strip() if isinstance(s, str) else s for s in listed])
 
 
 def _check_pull_options(given: Mapping[str, Any]) -> None:
