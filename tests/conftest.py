@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Iterator
 
 import pytest
@@ -10,7 +11,7 @@ import pytest
 import jetstream_sync as jss
 from jetstream_sync._server import NatsServer
 
-from .helpers import Cluster
+from .helpers import Cluster, wait_until
 
 _names = itertools.count(1)
 
@@ -47,6 +48,11 @@ def nc(server: NatsServer) -> Iterator[jss.Client]:
         js = client.jetstream()
         for name in js.stream_names():
             js.delete_stream(name)
+        # The server renames a deleted stream's directory and removes it in the
+        # background; a test re-creating the same name before that is done once
+        # got the old stream's last sequence (KV_TEST at 3 instead of 1).
+        streams = os.path.join(server.store_dir, "jetstream", "$G", "streams")
+        wait_until(lambda: not os.path.isdir(streams) or not os.listdir(streams), timeout=10)
     client.close()
 
 

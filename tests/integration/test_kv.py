@@ -207,11 +207,11 @@ def test_create_conflict(js):
                              max_bytes=1024, storage="file")  # fmt: skip
     cfg = js.stream_info("KV_TEST").config
     assert (cfg.max_bytes, cfg.max_msg_size, cfg.max_msgs_per_subject, cfg.max_age) == (1024, 128, 10, 3600.0)
-    kv.create("key", b"1")
+    rev = kv.create("key", b"1")
     with pytest.raises(jss.KeyExistsError) as err:
         kv.create("key", b"1")
     assert isinstance(err.value, jss.KeyWrongLastSequenceError) and err.value.code == 400
-    assert err.value.description == "key 'key' exists: wrong last sequence: 1"
+    assert err.value.description == f"key 'key' exists: wrong last sequence: {rev}"
 
 
 # -- management ----------------------------------------------------------------------
