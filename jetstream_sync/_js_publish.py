@@ -108,8 +108,9 @@ class Publishing:
         conn = self.connection
         conn.check()
         t = self.timeout if timeout is None else options.duration("timeout", timeout)
-        hdrs = publish_headers(headers, *expectations)
-        payload = as_bytes(data)
+        # No headers and no expectations (the common case): skip building them.
+        hdrs = None if headers is None and expectations.count(None) == len(expectations) else publish_headers(headers, *expectations)
+        payload = data if type(data) is bytes else as_bytes(data)
         return t, payload, hdrs, check_publish(conn, subject, payload, hdrs)
 
     def publish_batch(self, messages: Iterable[BatchItem], *, timeout: Optional[float] = None) -> PubAck:

@@ -221,7 +221,8 @@ class AsyncPublisher(Batcher):
         self._submitted = 0
         self._completed = 0
         self._closed = False
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)  # entered as _lock where nobody waits (no Python-level __enter__)
         self._waiters = 0
         self._setup_lock = threading.Lock()
         conn.add_listener("closed", self._on_closed)
@@ -278,7 +279,7 @@ class AsyncPublisher(Batcher):
         deadline = time.monotonic() + timeout
         future = PubAckFuture(self)
         entry = _Pending(subject, data, headers, hdr, future, deadline)
-        with self._cond:
+        with self._lock:
             if self._submitted - self._completed >= self._max:
                 self.kick_quietly()
                 self._waiters += 1

@@ -148,14 +148,21 @@ def optional_timeout(name: str, value: Any) -> Optional[float]:
 
 
 _PLAIN_SUBJECT = re.compile(r"[\w$\-:]+(?:\.[\w$\-:]+)*", re.ASCII)
+# Plain subjects already checked: a program publishes to a few, many times over.
+_CHECKED: Dict[str, bool] = {}
 
 
 def subject(value: Any, *, what: str = "subject", wildcards: bool = False) -> str:
     """A NATS subject: '.'-separated non-empty tokens, no whitespace or control
     characters. With ``wildcards``, '*' may be a whole token and '>' the whole
     last token; without, neither may appear."""
-    if type(value) is str and _PLAIN_SUBJECT.fullmatch(value):  # the common case, one C call
-        return value
+    if type(value) is str:
+        if value in _CHECKED:
+            return value
+        if _PLAIN_SUBJECT.fullmatch(value):  # the common case, one C call
+            if len(_CHECKED) < 1024:
+                _CHECKED[value] = True
+            return value
     if not isinstance(value, str) or not value:
         raise errors.InvalidOptionError(f"{what} must be a non-empty string, got {value!r}")
     bad = _BAD_SUBJECT_CHAR.search(value)
