@@ -400,6 +400,10 @@ def test_queue_name_must_match_the_deliver_group(js, quux):
         (("quux",), {"deliver_policy": "sideways"}),
         (("quux",), {"config": {"durable_name": "x"}}),
         (("quux", "a"), {"durable": "b"}),
+        (("quux",), {"durable": "a", "config": jss.ConsumerConfig(durable_name="b")}),
+        (("quux",), {"ordered_consumer": True, "config": jss.ConsumerConfig(max_deliver=5)}),
+        (("quux",), {"ordered_consumer": True, "config": jss.ConsumerConfig(name="n")}),
+        (("quux",), {"ordered_consumer": True, "config": jss.ConsumerConfig(ack_policy="all")}),
     ],
 )
 def test_subscribe_bad_input_sends_nothing(js, quux, args, kwargs):
@@ -514,3 +518,59 @@ def test_names_and_errors_after_the_fact(js, quux):
         sub.unsubscribe()
     with pytest.raises(jss.SubscriptionClosedError):
         sub.next_msg(timeout=0.1)
+
+
+# -- what the caller asked for: keyword options and config defaults --------------------
+
+
+def test_deliver_policy_keyword_shapes_the_consumer_created(js, quux):
+    publish(js, "quux", 3)
+    sub = js.subscribe("quux", deliver_policy="new")
+    assert sub.consumer_info().config.deliver_policy == "new"
+    with pytest.raises(jss.TimeoutError):
+        sub.next_msg(timeout=0.3)  # the three before it are not delivered
+    publish(js, "quux", 1, start=3)
+    assert sub.next_msg(timeout=5).data == b"3"
+    sub.unsubscribe()
+    ordered = js.subscribe("quux", ordered_consumer=True, config=jss.ConsumerConfig(deliver_policy="last"))
+    assert ordered.next_msg(timeout=5).metadata.sequence.stream == 4
+    ordered.unsubscribe()
+
+
+def test_a_config_naming_only_the_consumer_binds_whatever_its_policies(js, quux):
+    # ConsumerConfig() says deliver all / ack explicit / replay instant by
+    # default: that is not the caller asking for them.
+    js.create_consumer(quux, durable_name="n", deliver_subject="dlv.n", deliver_policy="new", ack_policy="none")
+    js.subscribe_bind(quux, jss.ConsumerConfig(durable_name="n")).unsubscribe()
+    js.subscribe("quux", durable="n", config=jss.ConsumerConfig(max_deliver=-1)).unsubscribe()
+    js.create_consumer(quux, durable_name="pn", deliver_policy="last", replay_policy="original")
+    js.pull_subscribe("quux", "pn", config=jss.ConsumerConfig()).unsubscribe()
+    assert sorted(js.consumer_names(quux)) == ["n", "pn"]
+
+
+@pytest.mark.parametrize(
+    "kwargs, text",
+    [
+        ({"deliver_policy": "new"}, "deliver_policy"),
+        ({"headers_only": True}, "headers_only"),
+        ({"idle_heartbeat": 2.0}, "idle_heartbeat"),
+        ({"idle_heartbeat": 1.0, "flow_control": True}, "flow control"),
+        ({"config": jss.ConsumerConfig(filter_subject="quux.other")}, "filter subjects"),
+        ({"config": jss.ConsumerConfig(mem_storage=True)}, "memory"),
+        ({"config": jss.ConsumerConfig(backoff=[1.0, 2.0], max_deliver=3)}, "backoff"),
+    ],
+)
+def test_binding_checks_what_the_caller_asked_for(js, quux, kwargs, text):
+    js.create_stream(name="wide", subjects=["quux.>"])
+    js.create_consumer("wide", durable_name="d", deliver_subject="dlv.d", filter_subject="quux.a", max_deliver=3)
+    publish(js, "quux.a", 2)
+    with pytest.raises(jss.SubscribeError, match=text):
+        js.subscribe("quux.a", durable="d", **kwargs)
+    info = js.consumer_info("wide", "d")
+    assert info.delivered.consumer_seq == 0 and not info.push_bound  # nothing consumed, nothing left bound
+
+
+def test_pull_binding_checks_request_limits(js, multi):
+    js.create_consumer(multi, durable_name="lim", filter_subject="a1")
+    with pytest.raises(jss.SubscribeError, match="max_batch"):
+        js.pull_subscribe("a1", "lim", config=jss.ConsumerConfig(max_batch=10))
