@@ -574,3 +574,26 @@ def test_pull_binding_checks_request_limits(js, multi):
     js.create_consumer(multi, durable_name="lim", filter_subject="a1")
     with pytest.raises(jss.SubscribeError, match="max_batch"):
         js.pull_subscribe("a1", "lim", config=jss.ConsumerConfig(max_batch=10))
+
+
+def test_drain_returns_once_the_callbacks_acks_are_processed(server, js, quux):
+    js.create_consumer(quux, durable_name="dr", deliver_subject="dlv.dr", max_ack_pending=20)
+    publish(js, "quux", 600)
+    handled = []
+
+    def slow(msg):
+        time.sleep(0.002)
+        handled.append(msg.metadata.sequence.stream)
+
+    with jss.connect(server.url) as other:
+        ojs = other.jetstream()
+        # The server takes acks in on its own time: without drain() waiting
+        # for that, another client's view lags now and then; so many rounds.
+        for _ in range(15):
+            before = len(handled)
+            sub = js.subscribe("quux", durable="dr", cb=slow)
+            wait_until(lambda: len(handled) >= before + 10)
+            assert sub.drain(timeout=10)
+            # Seen from another client at once: every handled message's ack is in.
+            info = ojs.consumer_info(quux, "dr")
+            assert info.ack_floor.stream_seq >= max(handled)
