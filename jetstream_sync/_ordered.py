@@ -61,6 +61,11 @@ class OrderedState:
         self.cseq = 0  # last consumer sequence accepted from the current consumer
         self.sseq = 0  # stream sequence of the last message accepted
         self.pull_done = False  # the last fetch ended on the server (no pull left open)
+        # Where the user's deliver policy put the first consumer (the stream
+        # sequence before its first message; 0: unknown, reuse the policy).
+        # A reset before any message starts here, so that "new" or "last"
+        # does not skip what was stored while the consumer was replaced.
+        self.origin = 0
         self.last_taken: Optional[Msg] = None  # the last message handed to the user
         self.lock = threading.Lock()  # user side: mode and active read
         self.mode: Optional[str] = None  # "fetch" or "consume", fixed by the first read
@@ -68,10 +73,11 @@ class OrderedState:
 
     @property
     def cursor(self) -> int:
-        """Stream sequence of the last message handed to the user (0: none yet)."""
+        """Stream sequence of the last message handed to the user; before
+        the first, where the deliver policy started (0: from the policy)."""
         msg = self.last_taken
         seqs = ack_sequences(reply_bytes(msg)) if msg is not None else None
-        return seqs[1] if seqs is not None else 0
+        return seqs[1] if seqs is not None else self.origin
 
     def target(self) -> PullTarget:
         prefix = self.js.api_prefix
@@ -122,6 +128,10 @@ class OrderedState:
         self.info = ConsumerInfo.from_response(resp)
         self.name = self.info.name
         self.name_b = self.name.encode()
+        delivered = self.info.delivered
+        # last_per_subject is no position: a reset keeps that policy (as nats.go).
+        if not start_seq and delivered is not None and self._base.deliver_policy is not DeliverPolicy.LAST_PER_SUBJECT:
+            self.origin = self.sseq = delivered.stream_seq or 0
         return self.target()
 
     def delete_later(self, name: str) -> None:

@@ -213,7 +213,8 @@ class OrderedConsumer:
             if reuse:
                 target = state.target()
             else:
-                start = state.cursor + 1 if state.last_taken is not None else 0
+                cursor = state.cursor
+                start = cursor + 1 if cursor or state.last_taken is not None else 0
                 target = self._conn.run(state.recreate(start), self._js.timeout + 1.0)
             state.mode = mode
             state.pull_done = False

@@ -470,3 +470,29 @@ def test_a_bad_error_handler_creates_nothing(js, stream):
         oc.messages(error_handler=1)
     assert js.consumer_names(stream.name) == []
     assert len(list(oc.fetch_no_wait(1))) == 0  # not locked into messages() mode
+
+
+@pytest.mark.parametrize(
+    "read, policy, want",
+    [("messages", "new", [3, 4, 5]), ("messages", "last", [2, 3, 4, 5]), ("next", "new", [3, 4, 5]), ("next", "last", [2, 3, 4, 5])],
+)
+def test_a_reset_before_the_first_message_keeps_the_policys_position(server, js, stream, subj, read, policy, want):
+    # "new"/"last" fix a position when the first server consumer is created;
+    # replacing that consumer before anything was handed out must not move it
+    # to what is new or last by then.
+    fill(js, subj, 2)
+    oc = stream.ordered_consumer(deliver_policy=policy)
+    ctx = oc.messages() if read == "messages" else None
+    if ctx is None:
+        oc.fetch(1, expires=0.5).close()  # a consumer created, nothing handed out
+    with jss.connect(server.url) as other:
+        ojs = other.jetstream()
+        ojs.delete_consumer(stream.name, oc.name)
+        for i in range(3):
+            ojs.publish(subj, f"after{i}".encode())
+    take_one = ctx.next if ctx is not None else oc.next
+    try:
+        assert [take_one(timeout=10).metadata.sequence.stream for _ in want] == want
+    finally:
+        if ctx is not None:
+            ctx.stop()
