@@ -326,6 +326,7 @@ class PushSubscription(_Subscription):
         self._ctx = ctx
         self.queue = queue
         self._consumer_name = consumer_name  # ordered: the name changes as it is recreated
+        self._drained = False  # drain() began: what was received is still handed out
 
     def __repr__(self) -> str:
         return f"<PushSubscription {self.stream!r}/{self.consumer!r} subject={self.subject!r}>"
@@ -350,8 +351,10 @@ class PushSubscription(_Subscription):
 
     def next_msg(self, timeout: Optional[float] = 1.0) -> Msg:
         """The next message, waiting up to ``timeout`` seconds (None: no limit);
-        raises :class:`jetstream_sync.TimeoutError` (nats-py's default is 1 s)."""
-        self._check_open()
+        raises :class:`jetstream_sync.TimeoutError` (nats-py's default is 1 s).
+        After drain(), what was received before it is still handed out."""
+        if not self._drained:
+            self._check_open()
         try:
             return self._reader().next(timeout)
         except errors.ConsumerStoppedError:
@@ -384,6 +387,7 @@ class PushSubscription(_Subscription):
         t = self._js.timeout if timeout is None else options.duration("timeout", timeout)
         if not self._close():
             return True
+        self._drained = True
         self._ctx.drain()
         from .contexts import ConsumeContext
 

@@ -599,3 +599,29 @@ def test_drain_returns_once_the_callbacks_acks_are_processed(server, js, quux):
             # Seen from another client at once: every handled message's ack is in.
             info = ojs.consumer_info(quux, "dr")
             assert info.ack_floor.stream_seq >= max(handled)
+
+
+def test_next_msg_hands_over_what_was_received_before_drain(js, quux):
+    js.create_consumer(quux, durable_name="nd", deliver_subject="dlv.nd", max_ack_pending=20)
+    publish(js, "quux", 50)
+    sub = js.subscribe("quux", durable="nd")
+    got, ended = [], []
+
+    def reader():
+        while True:
+            try:
+                msg = sub.next_msg(timeout=5)
+            except jss.JetStreamError as exc:
+                ended.append(exc)
+                return
+            msg.ack()
+            got.append(msg.metadata.sequence.stream)
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    wait_until(lambda: len(got) >= 5)
+    assert sub.drain(timeout=10)
+    thread.join(10)
+    assert not thread.is_alive() and isinstance(ended[0], jss.SubscriptionClosedError)
+    delivered = js.consumer_info(quux, "nd").delivered.stream_seq
+    assert got == list(range(1, delivered + 1))  # all that reached the client, none left waiting for AckWait
