@@ -172,6 +172,13 @@ class OrderedConsumer:
         o = fetch_options(max_messages, max_bytes, expires, idle_heartbeat)
         return self._open("fetch", lambda target, engine: FetchResult(self._conn, target, o, engine, OrderedReceiver))
 
+    def _fetch_one(self, expires: float) -> FetchResult:
+        """next()'s pull: creating the server consumer counts against its timeout too."""
+        o = fetch_options(1, None, expires, None)
+        return self._open(
+            "fetch", lambda target, engine: FetchResult(self._conn, target, o, engine, OrderedReceiver), bound=expires
+        )
+
     def fetch_no_wait(self, max_messages: Optional[int] = None, *, max_bytes: Optional[int] = None) -> FetchResult:
         """One pull of what is available now, in order."""
         o = fetch_options(max_messages, max_bytes, None, None, no_wait=True)
@@ -187,7 +194,13 @@ class OrderedConsumer:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise errors.TimeoutError(f"no message from ordered consumer on {self.stream_name} within {timeout}s")
-            result = self.fetch(1, expires=left)
+            try:
+                result = self._fetch_one(left)
+            except errors.TimeoutError:
+                raise errors.TimeoutError(
+                    f"no message from ordered consumer on {self.stream_name} within {timeout}s"
+                    " (the server did not answer creating its consumer)"
+                ) from None
             it = iter(result)
             try:
                 return next(it)
@@ -198,9 +211,11 @@ class OrderedConsumer:
             finally:
                 it.close()
 
-    def _open(self, mode: str, make: Callable[[Any, Callable[..., Any]], _R]) -> _R:
+    def _open(self, mode: str, make: Callable[[Any, Callable[..., Any]], _R], bound: Optional[float] = None) -> _R:
         """Start a read in ``mode`` on a server consumer positioned right after
-        the last message handed out (reused only after a fetch that ended cleanly)."""
+        the last message handed out (reused only after a fetch that ended
+        cleanly). Creating it waits at most ``bound`` seconds (default: the
+        JetStream timeout); a create cut short is retried by the next read."""
         state = self._state
         with state.lock:
             if state.mode is not None and state.mode != mode:
@@ -215,7 +230,8 @@ class OrderedConsumer:
             else:
                 cursor = state.cursor
                 start = cursor + 1 if cursor or state.last_taken is not None else 0
-                target = self._conn.run(state.recreate(start), self._js.timeout + 1.0)
+                wait = self._js.timeout + 1.0
+                target = self._conn.run(state.recreate(start), wait if bound is None else min(bound, wait))
             state.mode = mode
             state.pull_done = False
             engine_cls = OrderedFetchEngine if mode == "fetch" else OrderedPullEngine

@@ -496,3 +496,21 @@ def test_a_reset_before_the_first_message_keeps_the_policys_position(server, js,
     finally:
         if ctx is not None:
             ctx.stop()
+
+
+def test_next_keeps_its_timeout_when_the_server_does_not_answer(private_server, fnc):
+    js = fnc.jetstream()
+    js.create_stream(name="P", subjects=["p.>"])
+    fill(js, "p.x", 2)
+    oc = js.ordered_consumer("P")
+    assert oc.next(timeout=5).data == b"0"
+    oc.close()  # the next read creates a server consumer
+    private_server.pause()
+    try:
+        started = time.monotonic()
+        with pytest.raises(jss.TimeoutError):
+            oc.next(timeout=0.5)
+        assert time.monotonic() - started < 2.0  # not the JetStream API timeout (5 s)
+    finally:
+        private_server.resume()
+    assert oc.next(timeout=10).metadata.sequence.stream == 2  # a create cut short is made again
