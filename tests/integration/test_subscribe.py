@@ -3,6 +3,7 @@ SubscribeTest and PullSubscribeTest cases, and one test per binding error."""
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
 
@@ -625,3 +626,43 @@ def test_next_msg_hands_over_what_was_received_before_drain(js, quux):
     assert not thread.is_alive() and isinstance(ended[0], jss.SubscriptionClosedError)
     delivered = js.consumer_info(quux, "nd").delivered.stream_seq
     assert got == list(range(1, delivered + 1))  # all that reached the client, none left waiting for AckWait
+
+
+_NOW = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+
+
+@pytest.mark.parametrize(
+    "first, second, text",
+    [  # nats.go TestJetStreamSubscribe_ConfigCantChange
+        (dict(description="a"), dict(description="b"), "description"),
+        (dict(deliver_policy="all"), dict(deliver_policy="last"), "deliver_policy"),
+        (dict(deliver_policy="by_start_sequence", opt_start_seq=1), dict(deliver_policy="by_start_sequence", opt_start_seq=10), "opt_start_seq"),
+        (
+            dict(deliver_policy="by_start_time", opt_start_time=_NOW),
+            dict(deliver_policy="by_start_time", opt_start_time=_NOW - datetime.timedelta(hours=2)),
+            "opt_start_time",
+        ),
+        (dict(ack_wait=10.0), dict(ack_wait=15.0), "ack_wait"),
+        (dict(max_deliver=3), dict(max_deliver=5), "max_deliver"),
+        # Not original -> instant: ConsumerConfig() says instant by default,
+        # so asking for it cannot be told from not asking.
+        (dict(replay_policy="instant"), dict(replay_policy="original"), "replay_policy"),
+        (dict(max_waiting=10), dict(max_waiting=20), "max_waiting"),
+        (dict(max_ack_pending=10), dict(max_ack_pending=20), "max_ack_pending"),
+        (dict(ack_policy="all"), dict(ack_policy="none"), "ack_policy"),
+    ],
+)
+def test_a_durable_created_one_way_refuses_another(js, multi, first, second, text):
+    js.pull_subscribe("a1", "dur", config=jss.ConsumerConfig(**first))
+    with pytest.raises(jss.SubscribeError, match=text):
+        js.pull_subscribe("a1", "dur", config=jss.ConsumerConfig(**second))
+    js.pull_subscribe("a1", "dur")  # asking nothing binds
+
+
+@pytest.mark.parametrize(
+    "same",
+    [dict(deliver_policy="all"), dict(ack_wait=30.0), dict(replay_policy="instant"), dict(max_waiting=512)],
+)
+def test_asking_for_the_server_default_binds(js, multi, same):
+    js.pull_subscribe("a1", "dflt")
+    js.pull_subscribe("a1", "dflt", config=jss.ConsumerConfig(**same))
