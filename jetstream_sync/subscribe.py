@@ -321,12 +321,14 @@ class PushSubscription(_Subscription):
         ctx: "MessagesContext | ConsumeContext",
         queue: Optional[str],
         consumer_name: Callable[[], Optional[str]],
+        caller: Optional["_Caller"] = None,
     ) -> None:
         super().__init__(js, stream, consumer, subject, created)
         self._ctx = ctx
         self.queue = queue
         self._consumer_name = consumer_name  # ordered: the name changes as it is recreated
         self._drained = False  # drain() began: what was received is still handed out
+        self._caller = caller  # the callback's thread, with cb
 
     def __repr__(self) -> str:
         return f"<PushSubscription {self.stream!r}/{self.consumer!r} subject={self.subject!r}>"
@@ -383,12 +385,21 @@ class PushSubscription(_Subscription):
     def drain(self, timeout: Optional[float] = None) -> bool:
         """Hand over (or call back) everything already received, then end and
         delete a consumer this subscription created. Waits up to ``timeout``
-        seconds (default: the JetStream timeout) for the end; False if it did not come."""
+        seconds (default: the JetStream timeout) for the end; False if it did
+        not come. From the callback it returns False at once: the rest is
+        called back after it returns, and the end is seen to in the background."""
         t = self._js.timeout if timeout is None else options.duration("timeout", timeout)
         if not self._close():
             return True
         self._drained = True
         self._ctx.drain()
+        if self._caller is not None and threading.current_thread() is self._caller.thread:
+            # Waiting here would hold up the very callbacks drain() waits for.
+            threading.Thread(target=self._finish_drain, args=(t,), name="jss-drain", daemon=True).start()
+            return False
+        return self._finish_drain(t)
+
+    def _finish_drain(self, t: float) -> bool:
         from .contexts import ConsumeContext
 
         done = self._ctx.wait(t) if isinstance(self._ctx, ConsumeContext) else self._ctx.wait_closed(t)
@@ -408,6 +419,20 @@ class PushSubscription(_Subscription):
                 conn.run(asyncio.sleep(0), timeout, confirm_acks="all")
             except errors.JetStreamError as exc:  # closed meanwhile, or out of time: drain itself is done
                 _log.debug("acks of %r not confirmed: %r", self, exc)
+
+
+class _Caller:
+    """Notes the thread that runs a subscription's callback."""
+
+    def __init__(self) -> None:
+        self.thread: Optional[threading.Thread] = None
+
+    def wrap(self, handler: Handler) -> Handler:
+        def called(msg: Msg) -> Any:
+            self.thread = threading.current_thread()
+            return handler(msg)
+
+        return called
 
 
 def auto_ack(handler: Handler) -> Handler:
@@ -584,9 +609,10 @@ def subscribe(
         cfg = push_config(wanted, subject, name, queue, deliver)
         info, created = _create(js, stream, cfg, check)
     consumer: Any = js.consumer(stream, info.name)
+    caller = _Caller()
     try:
         if cb is not None:
-            handler = cb if manual_ack or _acks_off(info) else auto_ack(cb)
+            handler = caller.wrap(cb if manual_ack or _acks_off(info) else auto_ack(cb))
             # exclusive=False: ADR-15's binding checks were made above (a
             # consumer created here may have a plain subscriber on its deliver subject).
             ctx: Any = consumer.consume(handler, error_handler=error_handler, exclusive=False)
@@ -596,7 +622,7 @@ def subscribe(
         if created:
             _delete_quietly(js, stream, info.name)
         raise
-    return PushSubscription(js, stream, info.name, subject, created, ctx, queue, lambda: info.name)
+    return PushSubscription(js, stream, info.name, subject, created, ctx, queue, lambda: info.name, caller)
 
 
 def _subscribe_ordered(
@@ -641,8 +667,11 @@ def _subscribe_ordered(
         inactive_threshold=extra.get("inactive_threshold") or cfg.inactive_threshold,
         headers_only=bool(extra.get("headers_only") or cfg.headers_only),
     )
-    ctx: Any = oc.consume(cb, error_handler=error_handler, **opts) if cb else oc.messages(error_handler=error_handler, **opts)
-    return PushSubscription(js, stream, oc.name or "", subject, False, ctx, None, lambda: oc.name)
+    caller = _Caller()
+    ctx: Any = (
+        oc.consume(caller.wrap(cb), error_handler=error_handler, **opts) if cb else oc.messages(error_handler=error_handler, **opts)
+    )
+    return PushSubscription(js, stream, oc.name or "", subject, False, ctx, None, lambda: oc.name, caller)
 
 
 def _acks_off(info: ConsumerInfo) -> bool:

@@ -666,3 +666,30 @@ def test_a_durable_created_one_way_refuses_another(js, multi, first, second, tex
 def test_asking_for_the_server_default_binds(js, multi, same):
     js.pull_subscribe("a1", "dflt")
     js.pull_subscribe("a1", "dflt", config=jss.ConsumerConfig(**same))
+
+
+@pytest.mark.parametrize("created", [False, True])
+def test_drain_from_the_callback_calls_back_the_rest(js, quux, created):
+    if not created:
+        js.create_consumer(quux, durable_name="cbd", deliver_subject="dlv.cbd", max_ack_pending=20)
+    publish(js, "quux", 50)
+    handled, returned = [], []
+    holder = {}
+    subscribed = threading.Event()
+
+    def cb(msg):
+        subscribed.wait(5)  # holder filled
+        handled.append(msg.metadata.sequence.stream)
+        if len(handled) == 3:
+            returned.append(holder["sub"].drain(timeout=10))  # must not wait for itself
+
+    holder["sub"] = js.subscribe("quux", durable="cbd", cb=cb, config=jss.ConsumerConfig(max_ack_pending=20))
+    subscribed.set()
+    wait_until(lambda: returned, timeout=10)
+    assert returned == [False]  # not ended yet: the rest comes after this callback
+    if created:
+        wait_until(lambda: "cbd" not in js.consumer_names(quux), timeout=10)  # deleted once drained
+        assert len(handled) > 3
+    else:
+        wait_until(lambda: js.consumer_info(quux, "cbd").ack_floor.stream_seq == len(handled), timeout=10)
+        assert handled == list(range(1, js.consumer_info(quux, "cbd").delivered.stream_seq + 1))
