@@ -584,8 +584,9 @@ def subscribe(
     if ordered_consumer:
         return _subscribe_ordered(js, subject, queue, cb, durable, stream, config, hb, extra, error_handler)
     if queue:
-        if durable and durable != queue:
-            raise errors.InvalidOptionError(f"cannot create queue subscription {queue!r} to consumer {durable!r}")
+        named = durable or (config.durable_name or config.name if config is not None else None)
+        if named and named != queue:
+            raise errors.InvalidOptionError(f"cannot create queue subscription {queue!r} to consumer {named!r}")
         durable = durable or queue  # the queue name is the durable name (as nats-py)
         if flow_control or (config is not None and config.flow_control):
             raise errors.InvalidOptionError("flow control is not supported with a queue subscription (ADR-15)")

@@ -404,6 +404,7 @@ def test_queue_name_must_match_the_deliver_group(js, quux):
         (("quux",), {"durable": "a", "config": jss.ConsumerConfig(durable_name="b")}),
         (("quux",), {"ordered_consumer": True, "config": jss.ConsumerConfig(max_deliver=5)}),
         (("quux",), {"headers_only": "yes"}),
+        (("quux", "q"), {"config": jss.ConsumerConfig(durable_name="other")}),
         (("quux",), {"headers_only": 1, "ordered_consumer": True}),
         (("quux",), {"ordered_consumer": True, "config": jss.ConsumerConfig(name="n")}),
         (("quux",), {"ordered_consumer": True, "config": jss.ConsumerConfig(ack_policy="all")}),
