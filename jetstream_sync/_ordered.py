@@ -21,6 +21,7 @@ import asyncio
 import datetime
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from . import errors
@@ -28,7 +29,7 @@ from ._pull import FetchEngine, PullEngine, PullTarget
 from ._receiver import Receiver
 from .message import Msg, ack_sequences, reply_bytes
 from .models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
-from .options import ConsumeOptions, FetchOptions, StatusKind, classify_status
+from .options import ConsumeOptions, FetchOptions, StatusKind, classify_status, pull_request
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._connection import Connection
@@ -329,13 +330,20 @@ class OrderedPullEngine(PullEngine):
 class OrderedFetchEngine(FetchEngine):
     """One pull of an ordered consumer: ends early at a gap or when the
     consumer is gone, and records whether the pull ended on the server (then
-    the next fetch may go on with the same consumer)."""
+    the next fetch may go on with the same consumer). A consumer found gone
+    before anything came is replaced once within the same fetch."""
 
     def __init__(
         self, conn: "Connection", receiver: Receiver, target: PullTarget, opts: FetchOptions, state: OrderedState
     ) -> None:
         super().__init__(conn, receiver, target, opts)
         self._state = state
+        self._began = 0.0
+        self._replaced = False
+
+    async def start(self) -> None:
+        self._began = time.monotonic()
+        await super().start()
 
     def on_msgs(self, msgs: List[Msg]) -> None:
         kept, gap = self._state.in_order(msgs)
@@ -353,11 +361,39 @@ class OrderedFetchEngine(FetchEngine):
         kind = classify_status(code, desc)
         if kind in _RECREATE_ON:
             self._classify(code, desc)
-            self._end_pull(None)  # a short fetch; the next one recreates the consumer
+            if self._received or self._replaced or self._done:
+                self._end_pull(None)  # a short fetch; the next one recreates the consumer
+            else:
+                # The consumer this fetch reused is gone (deleted, reaped, a
+                # restart): an empty answer would say the stream has nothing.
+                self._replaced = True
+                self._loop.create_task(self._pull_again())
             return
         if kind is StatusKind.END and not self._done:
             self._state.pull_done = True
         super()._on_status(code, desc, hdrs)
+
+
+    async def _pull_again(self) -> None:
+        """Loop thread: the same pull, for what is left of ``expires``, on a new consumer."""
+        state, o = self._state, self.opts
+        try:
+            target = await state.recreate(state.sseq + 1 if state.sseq else 0)
+        except Exception as exc:  # JetStream down, stream gone …: the short fetch stands
+            _log.debug("ordered fetch on %s: consumer not recreated: %r", state.stream, exc)
+            self._end_pull(None)
+            return
+        left = o.expires - (time.monotonic() - self._began) if o.expires else 0.0
+        if self._done or (o.expires and left < max(2 * o.idle_heartbeat, 0.01)):
+            self._end_pull(None)  # given up meanwhile, or no time left for a pull
+            return
+        self._target = target
+        self._subject = target.pull_subject
+        if self._remove_perm is not None:
+            self._remove_perm()
+            self._remove_perm = self._conn.watch_permission(target.pull_subject, self._denied)
+        self._watch.traffic()
+        self._send_pull(pull_request(o.max_messages, left, o.max_bytes, o.idle_heartbeat, o.no_wait, None, ""))
 
 
 def start_time(value: Any) -> Optional[datetime.datetime]:

@@ -514,3 +514,23 @@ def test_next_keeps_its_timeout_when_the_server_does_not_answer(private_server, 
     finally:
         private_server.resume()
     assert oc.next(timeout=10).metadata.sequence.stream == 2  # a create cut short is made again
+
+
+@pytest.mark.parametrize("kind", ["fetch", "fetch_no_wait", "deleted_while_waiting"])
+def test_a_fetch_after_the_consumer_vanished_is_not_empty(server, js, stream, subj, kind):
+    # "while batch := oc.fetch(...)" must not stop early: an empty fetch says
+    # there is nothing to read, not that the reused consumer was gone.
+    fill(js, subj, 10)
+    oc = stream.ordered_consumer()
+    assert seqs(oc.fetch(5, expires=2)) == [1, 2, 3, 4, 5]
+    if kind == "deleted_while_waiting":
+        assert seqs(oc.fetch(5, expires=2)) == [6, 7, 8, 9, 10]  # ends cleanly: the consumer is kept
+        result = oc.fetch(1, expires=5)  # waits: nothing new yet
+        with jss.connect(server.url) as other:
+            other.jetstream().delete_consumer(stream.name, oc.name)
+            other.jetstream().publish(subj, b"late")
+        assert seqs(result) == [11]
+        return
+    js.delete_consumer(stream.name, oc.name)
+    got = oc.fetch(5, expires=2) if kind == "fetch" else oc.fetch_no_wait(5)
+    assert seqs(got) == [6, 7, 8, 9, 10]
