@@ -42,6 +42,10 @@ RESET_BACKOFF_MAX = 10.0
 _DELETE_TIMEOUT = 10.0
 # Statuses that mean the server consumer is gone or unreachable: recreate it.
 _RECREATE_ON = (StatusKind.CONSUMER_DELETED, StatusKind.NO_RESPONDERS)
+# Statuses that end an ordered fetch short, without an error: the server
+# consumer is going (shutdown) or moving (leader change); the next read
+# creates another.
+_SHORT_ON = (StatusKind.SHUTDOWN, StatusKind.LEADERSHIP)
 # Failures that a new attempt cannot fix.
 _FATAL = (errors.StreamNotFoundError, errors.ConnectionClosedError, errors.InvalidOptionError, errors.PermissionDeniedError)
 
@@ -368,6 +372,10 @@ class OrderedFetchEngine(FetchEngine):
                 # restart): an empty answer would say the stream has nothing.
                 self._replaced = True
                 self._loop.create_task(self._pull_again())
+            return
+        if kind in _SHORT_ON:
+            self._classify(code, desc)
+            self._end_pull(None)
             return
         if kind is StatusKind.END and not self._done:
             self._state.pull_done = True

@@ -24,6 +24,9 @@ __all__ = ["OrderedConsumer"]
 ErrorHandler = Callable[[BaseException], Any]
 _R = TypeVar("_R")
 DEFAULT_INACTIVE_THRESHOLD = 300.0  # seconds, as nats.go
+_RECREATE_PAUSE = 0.1  # seconds between next()'s attempts to create a consumer
+# Failures of next()'s consumer creation that waiting cannot mend.
+_GIVE_UP = (errors.NotFoundError, errors.ConnectionClosedError, errors.PermissionDeniedError, errors.OrderedConsumerError)
 
 
 class OrderedConsumer:
@@ -196,11 +199,15 @@ class OrderedConsumer:
                 raise errors.TimeoutError(f"no message from ordered consumer on {self.stream_name} within {timeout}s")
             try:
                 result = self._fetch_one(left)
-            except errors.TimeoutError:
-                raise errors.TimeoutError(
-                    f"no message from ordered consumer on {self.stream_name} within {timeout}s"
-                    " (the server did not answer creating its consumer)"
-                ) from None
+            except _GIVE_UP:
+                raise
+            except (errors.TimeoutError, errors.NoRespondersError, errors.APIError) as exc:
+                # Creating the consumer failed for now (a server restarting,
+                # JetStream not ready, no stream leader yet): again while time is left.
+                if isinstance(exc, errors.APIError) and exc.code < 500:
+                    raise
+                time.sleep(min(_RECREATE_PAUSE, max(deadline - time.monotonic(), 0.0)))
+                continue
             it = iter(result)
             try:
                 return next(it)

@@ -13,7 +13,7 @@ import pytest
 import jetstream_sync as jss
 from jetstream_sync import _ordered
 
-from ..helpers import wait_until
+from ..helpers import Bounded, wait_blocked, wait_until
 
 
 RECONNECT = dict(reconnect_time_wait=0.2, max_reconnect_attempts=-1)
@@ -498,12 +498,19 @@ def test_a_reset_before_the_first_message_keeps_the_policys_position(server, js,
             ctx.stop()
 
 
-def test_next_keeps_its_timeout_when_the_server_does_not_answer(private_server, fnc):
+def one_read(fnc, stored):
+    """Stream P with ``stored`` messages on the fault server, and an ordered
+    consumer that has read the first."""
     js = fnc.jetstream()
     js.create_stream(name="P", subjects=["p.>"])
-    fill(js, "p.x", 2)
+    fill(js, "p.x", stored)
     oc = js.ordered_consumer("P")
     assert oc.next(timeout=5).data == b"0"
+    return js, oc
+
+
+def test_next_keeps_its_timeout_when_the_server_does_not_answer(private_server, fnc):
+    _, oc = one_read(fnc, 2)
     oc.close()  # the next read creates a server consumer
     private_server.pause()
     try:
@@ -534,3 +541,27 @@ def test_a_fetch_after_the_consumer_vanished_is_not_empty(server, js, stream, su
     js.delete_consumer(stream.name, oc.name)
     got = oc.fetch(5, expires=2) if kind == "fetch" else oc.fetch_no_wait(5)
     assert seqs(got) == [6, 7, 8, 9, 10]
+
+
+@pytest.mark.timeout(60)
+def test_next_waits_through_a_server_restart(private_server, fnc):
+    # The waiting pull ends with "409 Server Shutdown" and the memory consumer
+    # is gone after the restart: next() goes on with a new one.
+    js, oc = one_read(fnc, 1)
+    waiting = Bounded(lambda: oc.next(timeout=30))
+    wait_blocked(waiting.thread)
+    private_server.restart()
+    wait_until(lambda: fnc.is_connected, timeout=20)
+    js.publish("p.x", b"1")
+    waiting.join(35)
+    assert waiting.finished and waiting.error is None
+    assert waiting.result.metadata.sequence.stream == 2
+    # A fetch waiting then ends short, with no error; the next one goes on.
+    fetching = Bounded(lambda: list(oc.fetch(1, expires=20)))
+    wait_blocked(fetching.thread)
+    private_server.restart()
+    fetching.join(30)
+    assert fetching.finished and fetching.error is None and fetching.result == []
+    wait_until(lambda: fnc.is_connected, timeout=20)
+    js.publish("p.x", b"2")
+    assert oc.next(timeout=20).metadata.sequence.stream == 3
