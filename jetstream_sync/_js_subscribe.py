@@ -54,9 +54,12 @@ class Subscribing:
         from . import subscribe as sub
         from .jetstream import build_config
 
+        if headers_only is not None and not isinstance(headers_only, bool):
+            raise errors.InvalidOptionError(f"headers_only must be a bool, got {headers_only!r}")
         given = {"deliver_policy": deliver_policy, "headers_only": headers_only, "inactive_threshold": inactive_threshold}
         norm = build_config(ConsumerConfig, None, {k: v for k, v in given.items() if v is not None})  # validates
-        extra = {k: getattr(norm, k) for k in given}
+        # Only what was given: ConsumerConfig() has deliver_policy "all" by default.
+        extra = {k: getattr(norm, k) for k, v in given.items() if v is not None}
         return sub.subscribe(
             self._js, subject, queue, cb, durable, stream, config, manual_ack, ordered_consumer,
             idle_heartbeat, flow_control, extra, error_handler,

@@ -21,6 +21,7 @@ import asyncio
 import datetime
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 from . import errors
@@ -28,7 +29,7 @@ from ._pull import FetchEngine, PullEngine, PullTarget
 from ._receiver import Receiver
 from .message import Msg, ack_sequences, reply_bytes
 from .models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
-from .options import ConsumeOptions, FetchOptions, StatusKind, classify_status
+from .options import ConsumeOptions, FetchOptions, StatusKind, classify_status, pull_request
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._connection import Connection
@@ -41,6 +42,10 @@ RESET_BACKOFF_MAX = 10.0
 _DELETE_TIMEOUT = 10.0
 # Statuses that mean the server consumer is gone or unreachable: recreate it.
 _RECREATE_ON = (StatusKind.CONSUMER_DELETED, StatusKind.NO_RESPONDERS)
+# Statuses that end an ordered fetch short, without an error: the server
+# consumer is going (shutdown) or moving (leader change); the next read
+# creates another.
+_SHORT_ON = (StatusKind.SHUTDOWN, StatusKind.LEADERSHIP)
 # Failures that a new attempt cannot fix.
 _FATAL = (errors.StreamNotFoundError, errors.ConnectionClosedError, errors.InvalidOptionError, errors.PermissionDeniedError)
 
@@ -61,6 +66,11 @@ class OrderedState:
         self.cseq = 0  # last consumer sequence accepted from the current consumer
         self.sseq = 0  # stream sequence of the last message accepted
         self.pull_done = False  # the last fetch ended on the server (no pull left open)
+        # Where the user's deliver policy put the first consumer (the stream
+        # sequence before its first message; 0: unknown, reuse the policy).
+        # A reset before any message starts here, so that "new" or "last"
+        # does not skip what was stored while the consumer was replaced.
+        self.origin = 0
         self.last_taken: Optional[Msg] = None  # the last message handed to the user
         self.lock = threading.Lock()  # user side: mode and active read
         self.mode: Optional[str] = None  # "fetch" or "consume", fixed by the first read
@@ -68,10 +78,11 @@ class OrderedState:
 
     @property
     def cursor(self) -> int:
-        """Stream sequence of the last message handed to the user (0: none yet)."""
+        """Stream sequence of the last message handed to the user; before
+        the first, where the deliver policy started (0: from the policy)."""
         msg = self.last_taken
         seqs = ack_sequences(reply_bytes(msg)) if msg is not None else None
-        return seqs[1] if seqs is not None else 0
+        return seqs[1] if seqs is not None else self.origin
 
     def target(self) -> PullTarget:
         prefix = self.js.api_prefix
@@ -122,6 +133,10 @@ class OrderedState:
         self.info = ConsumerInfo.from_response(resp)
         self.name = self.info.name
         self.name_b = self.name.encode()
+        delivered = self.info.delivered
+        # last_per_subject is no position: a reset keeps that policy (as nats.go).
+        if not start_seq and delivered is not None and self._base.deliver_policy is not DeliverPolicy.LAST_PER_SUBJECT:
+            self.origin = self.sseq = delivered.stream_seq or 0
         return self.target()
 
     def delete_later(self, name: str) -> None:
@@ -319,13 +334,20 @@ class OrderedPullEngine(PullEngine):
 class OrderedFetchEngine(FetchEngine):
     """One pull of an ordered consumer: ends early at a gap or when the
     consumer is gone, and records whether the pull ended on the server (then
-    the next fetch may go on with the same consumer)."""
+    the next fetch may go on with the same consumer). A consumer found gone
+    before anything came is replaced once within the same fetch."""
 
     def __init__(
         self, conn: "Connection", receiver: Receiver, target: PullTarget, opts: FetchOptions, state: OrderedState
     ) -> None:
         super().__init__(conn, receiver, target, opts)
         self._state = state
+        self._began = 0.0
+        self._replaced = False
+
+    async def start(self) -> None:
+        self._began = time.monotonic()
+        await super().start()
 
     def on_msgs(self, msgs: List[Msg]) -> None:
         kept, gap = self._state.in_order(msgs)
@@ -343,11 +365,43 @@ class OrderedFetchEngine(FetchEngine):
         kind = classify_status(code, desc)
         if kind in _RECREATE_ON:
             self._classify(code, desc)
-            self._end_pull(None)  # a short fetch; the next one recreates the consumer
+            if self._received or self._replaced or self._done:
+                self._end_pull(None)  # a short fetch; the next one recreates the consumer
+            else:
+                # The consumer this fetch reused is gone (deleted, reaped, a
+                # restart): an empty answer would say the stream has nothing.
+                self._replaced = True
+                self._loop.create_task(self._pull_again())
+            return
+        if kind in _SHORT_ON:
+            self._classify(code, desc)
+            self._end_pull(None)
             return
         if kind is StatusKind.END and not self._done:
             self._state.pull_done = True
         super()._on_status(code, desc, hdrs)
+
+
+    async def _pull_again(self) -> None:
+        """Loop thread: the same pull, for what is left of ``expires``, on a new consumer."""
+        state, o = self._state, self.opts
+        try:
+            target = await state.recreate(state.sseq + 1 if state.sseq else 0)
+        except Exception as exc:  # JetStream down, stream gone …: the short fetch stands
+            _log.debug("ordered fetch on %s: consumer not recreated: %r", state.stream, exc)
+            self._end_pull(None)
+            return
+        left = o.expires - (time.monotonic() - self._began) if o.expires else 0.0
+        if self._done or (o.expires and left < max(2 * o.idle_heartbeat, 0.01)):
+            self._end_pull(None)  # given up meanwhile, or no time left for a pull
+            return
+        self._target = target
+        self._subject = target.pull_subject
+        if self._remove_perm is not None:
+            self._remove_perm()
+            self._remove_perm = self._conn.watch_permission(target.pull_subject, self._denied)
+        self._watch.traffic()
+        self._send_pull(pull_request(o.max_messages, left, o.max_bytes, o.idle_heartbeat, o.no_wait, None, ""))
 
 
 def start_time(value: Any) -> Optional[datetime.datetime]:

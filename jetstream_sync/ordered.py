@@ -24,6 +24,9 @@ __all__ = ["OrderedConsumer"]
 ErrorHandler = Callable[[BaseException], Any]
 _R = TypeVar("_R")
 DEFAULT_INACTIVE_THRESHOLD = 300.0  # seconds, as nats.go
+_RECREATE_PAUSE = 0.1  # seconds between next()'s attempts to create a consumer
+# Failures of next()'s consumer creation that waiting cannot mend.
+_GIVE_UP = (errors.NotFoundError, errors.ConnectionClosedError, errors.PermissionDeniedError, errors.OrderedConsumerError)
 
 
 class OrderedConsumer:
@@ -172,6 +175,13 @@ class OrderedConsumer:
         o = fetch_options(max_messages, max_bytes, expires, idle_heartbeat)
         return self._open("fetch", lambda target, engine: FetchResult(self._conn, target, o, engine, OrderedReceiver))
 
+    def _fetch_one(self, expires: float) -> FetchResult:
+        """next()'s pull: creating the server consumer counts against its timeout too."""
+        o = fetch_options(1, None, expires, None)
+        return self._open(
+            "fetch", lambda target, engine: FetchResult(self._conn, target, o, engine, OrderedReceiver), bound=expires
+        )
+
     def fetch_no_wait(self, max_messages: Optional[int] = None, *, max_bytes: Optional[int] = None) -> FetchResult:
         """One pull of what is available now, in order."""
         o = fetch_options(max_messages, max_bytes, None, None, no_wait=True)
@@ -187,7 +197,17 @@ class OrderedConsumer:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise errors.TimeoutError(f"no message from ordered consumer on {self.stream_name} within {timeout}s")
-            result = self.fetch(1, expires=left)
+            try:
+                result = self._fetch_one(left)
+            except _GIVE_UP:
+                raise
+            except (errors.TimeoutError, errors.NoRespondersError, errors.APIError) as exc:
+                # Creating the consumer failed for now (a server restarting,
+                # JetStream not ready, no stream leader yet): again while time is left.
+                if isinstance(exc, errors.APIError) and exc.code < 500:
+                    raise
+                time.sleep(min(_RECREATE_PAUSE, max(deadline - time.monotonic(), 0.0)))
+                continue
             it = iter(result)
             try:
                 return next(it)
@@ -198,9 +218,11 @@ class OrderedConsumer:
             finally:
                 it.close()
 
-    def _open(self, mode: str, make: Callable[[Any, Callable[..., Any]], _R]) -> _R:
+    def _open(self, mode: str, make: Callable[[Any, Callable[..., Any]], _R], bound: Optional[float] = None) -> _R:
         """Start a read in ``mode`` on a server consumer positioned right after
-        the last message handed out (reused only after a fetch that ended cleanly)."""
+        the last message handed out (reused only after a fetch that ended
+        cleanly). Creating it waits at most ``bound`` seconds (default: the
+        JetStream timeout); a create cut short is retried by the next read."""
         state = self._state
         with state.lock:
             if state.mode is not None and state.mode != mode:
@@ -213,8 +235,10 @@ class OrderedConsumer:
             if reuse:
                 target = state.target()
             else:
-                start = state.cursor + 1 if state.last_taken is not None else 0
-                target = self._conn.run(state.recreate(start), self._js.timeout + 1.0)
+                cursor = state.cursor
+                start = cursor + 1 if cursor or state.last_taken is not None else 0
+                wait = self._js.timeout + 1.0
+                target = self._conn.run(state.recreate(start), wait if bound is None else min(bound, wait))
             state.mode = mode
             state.pull_done = False
             engine_cls = OrderedFetchEngine if mode == "fetch" else OrderedPullEngine

@@ -5,6 +5,7 @@ delete it again on unsubscribe/drain), and return blocking subscriptions."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import logging
@@ -38,16 +39,49 @@ _MUST_MATCH = (
     "ack_policy",
     "ack_wait",
     "max_deliver",
+    "backoff",
     "replay_policy",
     "rate_limit_bps",
     "sample_freq",
     "max_waiting",
     "max_ack_pending",
-    "flow_control",
     "idle_heartbeat",
     "headers_only",
     "deliver_subject",
+    "max_batch",
+    "max_expires",
+    "max_bytes",
 )
+# ConsumerConfig() carries these whether or not the caller chose them: read
+# as "not asked for", or a config naming only the consumer would refuse one
+# with deliver_policy "new", and would create one delivering all.
+_CLASS_DEFAULTS = {
+    f.name: f.default
+    for f in dataclasses.fields(ConsumerConfig)
+    if f.default is not None and f.default is not dataclasses.MISSING
+}
+
+
+def asked(
+    config: Optional[ConsumerConfig],
+    extra: Optional[Dict[str, Any]] = None,
+    idle_heartbeat: Optional[float] = None,
+    flow_control: bool = False,
+) -> ConsumerConfig:
+    """The consumer settings the caller asked for: the config's fields
+    except its class defaults, then the keyword options (which win)."""
+    cfg = dataclasses.replace(config) if config is not None else ConsumerConfig()
+    for name, default in _CLASS_DEFAULTS.items():
+        if config is None or getattr(cfg, name) == default:
+            setattr(cfg, name, None)
+    for key, value in (extra or {}).items():
+        if value is not None:
+            setattr(cfg, key, value)
+    if flow_control:
+        cfg.flow_control = True
+    if idle_heartbeat is not None:
+        cfg.idle_heartbeat = idle_heartbeat
+    return cfg
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -102,6 +136,13 @@ def bind_check(info: ConsumerInfo, subject: str, queue: Optional[str], pull: boo
                 f"subject {subject!r} is not among the filter subjects {cfg.filter_subjects} of consumer {name!r}"
             )
     if wanted is not None and cfg is not None:
+        _check_filters(name, wanted, cfg)
+        # As nats.go: refused only when asked for and missing (the client
+        # answers flow control whether or not it was asked for).
+        if wanted.flow_control and not cfg.flow_control:
+            raise errors.SubscribeError(f"configuration of consumer {name!r} does not match: it has no flow control")
+        if wanted.mem_storage and not cfg.mem_storage:
+            raise errors.SubscribeError(f"configuration of consumer {name!r} does not match: it is not memory-stored")
         for field in _MUST_MATCH:
             want = getattr(wanted, field, None)
             have = getattr(cfg, field, None)
@@ -113,7 +154,19 @@ def bind_check(info: ConsumerInfo, subject: str, queue: Optional[str], pull: boo
                 )
 
 
+def _check_filters(name: str, wanted: ConsumerConfig, cfg: ConsumerConfig) -> None:
+    """Filters the caller's config names must be the consumer's."""
+    want = [wanted.filter_subject] if wanted.filter_subject else list(wanted.filter_subjects or [])
+    if not want:
+        return
+    have = [cfg.filter_subject] if cfg.filter_subject else list(cfg.filter_subjects or [])
+    if sorted(want) != sorted(have):
+        raise errors.SubscribeError(f"configuration of consumer {name!r} does not match: filter subjects are {have}, asked for {want}")
+
+
 def _differs(want: Any, have: Any) -> bool:
+    if isinstance(want, (list, tuple)) and isinstance(have, (list, tuple)):
+        return len(want) != len(have) or any(_differs(w, h) for w, h in zip(want, have))
     if isinstance(want, float) or isinstance(have, float):
         return have is None or abs(float(want) - float(have)) > 1e-6
     if isinstance(want, datetime.datetime) and isinstance(have, datetime.datetime):
@@ -268,11 +321,14 @@ class PushSubscription(_Subscription):
         ctx: "MessagesContext | ConsumeContext",
         queue: Optional[str],
         consumer_name: Callable[[], Optional[str]],
+        caller: Optional["_Caller"] = None,
     ) -> None:
         super().__init__(js, stream, consumer, subject, created)
         self._ctx = ctx
         self.queue = queue
         self._consumer_name = consumer_name  # ordered: the name changes as it is recreated
+        self._drained = False  # drain() began: what was received is still handed out
+        self._caller = caller  # the callback's thread, with cb
 
     def __repr__(self) -> str:
         return f"<PushSubscription {self.stream!r}/{self.consumer!r} subject={self.subject!r}>"
@@ -297,8 +353,10 @@ class PushSubscription(_Subscription):
 
     def next_msg(self, timeout: Optional[float] = 1.0) -> Msg:
         """The next message, waiting up to ``timeout`` seconds (None: no limit);
-        raises :class:`jetstream_sync.TimeoutError` (nats-py's default is 1 s)."""
-        self._check_open()
+        raises :class:`jetstream_sync.TimeoutError` (nats-py's default is 1 s).
+        After drain(), what was received before it is still handed out."""
+        if not self._drained:
+            self._check_open()
         try:
             return self._reader().next(timeout)
         except errors.ConsumerStoppedError:
@@ -327,18 +385,54 @@ class PushSubscription(_Subscription):
     def drain(self, timeout: Optional[float] = None) -> bool:
         """Hand over (or call back) everything already received, then end and
         delete a consumer this subscription created. Waits up to ``timeout``
-        seconds (default: the JetStream timeout) for the end; False if it did not come."""
+        seconds (default: the JetStream timeout) for the end; False if it did
+        not come. From the callback it returns False at once: the rest is
+        called back after it returns, and the end is seen to in the background."""
         t = self._js.timeout if timeout is None else options.duration("timeout", timeout)
         if not self._close():
             return True
+        self._drained = True
         self._ctx.drain()
+        if self._caller is not None and threading.current_thread() is self._caller.thread:
+            # Waiting here would hold up the very callbacks drain() waits for.
+            threading.Thread(target=self._finish_drain, args=(t,), name="jss-drain", daemon=True).start()
+            return False
+        return self._finish_drain(t)
+
+    def _finish_drain(self, t: float) -> bool:
         from .contexts import ConsumeContext
 
         done = self._ctx.wait(t) if isinstance(self._ctx, ConsumeContext) else self._ctx.wait_closed(t)
         if not done:
             self._ctx.stop()  # out of time: nothing more is handed out once this returns
+        self._acks_processed(t)
         self._delete_if_created()
         return done
+
+    def _acks_processed(self, timeout: float) -> None:
+        """Return once the server has processed the acks made so far (the
+        callbacks' auto-acks included): a caller looking at the consumer
+        next, from anywhere, sees them."""
+        conn = self._js.connection
+        if not conn.closed:
+            try:
+                conn.run(asyncio.sleep(0), timeout, confirm_acks="all")
+            except errors.JetStreamError as exc:  # closed meanwhile, or out of time: drain itself is done
+                _log.debug("acks of %r not confirmed: %r", self, exc)
+
+
+class _Caller:
+    """Notes the thread that runs a subscription's callback."""
+
+    def __init__(self) -> None:
+        self.thread: Optional[threading.Thread] = None
+
+    def wrap(self, handler: Handler) -> Handler:
+        def called(msg: Msg) -> Any:
+            self.thread = threading.current_thread()
+            return handler(msg)
+
+        return called
 
 
 def auto_ack(handler: Handler) -> Handler:
@@ -358,17 +452,10 @@ def auto_ack(handler: Handler) -> Handler:
 
 
 def push_config(
-    config: Optional[ConsumerConfig],
-    subject: str,
-    durable: Optional[str],
-    queue: Optional[str],
-    deliver_subject: str,
-    flow_control: bool,
-    idle_heartbeat: Optional[float],
-    extra: Dict[str, Any],
+    wanted: ConsumerConfig, subject: str, durable: Optional[str], queue: Optional[str], deliver_subject: str
 ) -> ConsumerConfig:
-    """The config of a push consumer subscribe() creates."""
-    cfg = dataclasses.replace(config) if config is not None else ConsumerConfig()
+    """The config of a push consumer subscribe() creates, from what the caller asked for (:func:`asked`)."""
+    cfg = dataclasses.replace(wanted)
     if durable and not cfg.durable_name and not cfg.name:
         cfg.durable_name = durable
     if queue and not cfg.deliver_group:
@@ -377,15 +464,8 @@ def push_config(
         cfg.deliver_subject = deliver_subject
     if not cfg.filter_subjects and not cfg.filter_subject and subject:
         cfg.filter_subject = subject
-    if flow_control:
-        cfg.flow_control = True
-    if idle_heartbeat is not None:
-        cfg.idle_heartbeat = idle_heartbeat
     if cfg.ack_policy is None:
         cfg.ack_policy = AckPolicy.EXPLICIT
-    for key, value in extra.items():
-        if value is not None and getattr(cfg, key, None) is None:
-            setattr(cfg, key, value)
     return cfg
 
 
@@ -399,7 +479,10 @@ def _stream_of(js: "JetStream", subject: str, stream: Optional[str]) -> str:
 
 
 def _consumer_name(durable: Optional[str], config: Optional[ConsumerConfig]) -> Optional[str]:
-    name = durable or (config.durable_name or config.name if config is not None else None)
+    in_config = config.durable_name or config.name if config is not None else None
+    if durable and in_config and durable != in_config:
+        raise errors.InvalidOptionError(f"durable {durable!r} and the config's consumer name {in_config!r} differ")
+    name = durable or in_config
     if name is not None:
         options.name("consumer", name)
     return name
@@ -448,18 +531,21 @@ def pull_subscribe(
     if config is not None and config.deliver_subject:
         raise errors.InvalidOptionError("a pull subscription's consumer has no deliver_subject")
     name = _consumer_name(durable, config)
+    wanted = asked(config)
     stream = _stream_of(js, subject, stream)
     info = _lookup(js, stream, name, bind)
     created = False
     if info is not None:
-        bind_check(info, subject, None, True, config)
+        bind_check(info, subject, None, True, wanted)
     else:
-        cfg = dataclasses.replace(config) if config is not None else ConsumerConfig()
+        cfg = dataclasses.replace(wanted)
         if name and not cfg.name:
             cfg.durable_name = name
         if subject and not cfg.filter_subject and not cfg.filter_subjects:
             cfg.filter_subject = subject
-        info, created = _create(js, stream, cfg, lambda i: bind_check(i, subject, None, True, config))
+        if cfg.ack_policy is None:
+            cfg.ack_policy = AckPolicy.EXPLICIT
+        info, created = _create(js, stream, cfg, lambda i: bind_check(i, subject, None, True, wanted))
     consumer = js.consumer(stream, info.name)
     return PullSubscription(js, consumer, subject, created)  # type: ignore[arg-type]
 
@@ -498,8 +584,9 @@ def subscribe(
     if ordered_consumer:
         return _subscribe_ordered(js, subject, queue, cb, durable, stream, config, hb, extra, error_handler)
     if queue:
-        if durable and durable != queue:
-            raise errors.InvalidOptionError(f"cannot create queue subscription {queue!r} to consumer {durable!r}")
+        named = durable or (config.durable_name or config.name if config is not None else None)
+        if named and named != queue:
+            raise errors.InvalidOptionError(f"cannot create queue subscription {queue!r} to consumer {named!r}")
         durable = durable or queue  # the queue name is the durable name (as nats-py)
         if flow_control or (config is not None and config.flow_control):
             raise errors.InvalidOptionError("flow control is not supported with a queue subscription (ADR-15)")
@@ -508,23 +595,25 @@ def subscribe(
     if flow_control and not (hb or (config is not None and config.idle_heartbeat)):
         raise errors.InvalidOptionError("flow control needs an idle heartbeat (the server requires it)")
     name = _consumer_name(durable, config)
+    wanted = asked(config, extra, hb, flow_control)
     stream = _stream_of(js, subject, stream)
     info = _lookup(js, stream, name, bind)
     created = False
 
     def check(i: ConsumerInfo) -> None:
-        bind_check(i, subject, queue, False, config)
+        bind_check(i, subject, queue, False, wanted)
 
     if info is not None:
         check(info)
     else:
         deliver = js.connection.new_inbox()
-        cfg = push_config(config, subject, name, queue, deliver, flow_control, hb, extra)
+        cfg = push_config(wanted, subject, name, queue, deliver)
         info, created = _create(js, stream, cfg, check)
     consumer: Any = js.consumer(stream, info.name)
+    caller = _Caller()
     try:
         if cb is not None:
-            handler = cb if manual_ack or _acks_off(info) else auto_ack(cb)
+            handler = caller.wrap(cb if manual_ack or _acks_off(info) else auto_ack(cb))
             # exclusive=False: ADR-15's binding checks were made above (a
             # consumer created here may have a plain subscriber on its deliver subject).
             ctx: Any = consumer.consume(handler, error_handler=error_handler, exclusive=False)
@@ -534,7 +623,7 @@ def subscribe(
         if created:
             _delete_quietly(js, stream, info.name)
         raise
-    return PushSubscription(js, stream, info.name, subject, created, ctx, queue, lambda: info.name)
+    return PushSubscription(js, stream, info.name, subject, created, ctx, queue, lambda: info.name, caller)
 
 
 def _subscribe_ordered(
@@ -557,6 +646,10 @@ def _subscribe_ordered(
     cfg = config or ConsumerConfig()
     if cfg.durable_name or cfg.deliver_group or cfg.deliver_subject:
         raise errors.InvalidOptionError("an ordered consumer's config has no durable_name, deliver_group or deliver_subject")
+    # What the ordered consumer sets itself (ADR-17): refused, not silently dropped.
+    own = asked(config)
+    if own.name or own.ack_policy not in (None, AckPolicy.NONE) or own.max_deliver not in (None, 0, 1):
+        raise errors.InvalidOptionError("an ordered consumer's config sets no name, ack_policy or max_deliver (ADR-17)")
     opts: Dict[str, Any] = {}
     if hb or cfg.idle_heartbeat:
         beat = hb or cfg.idle_heartbeat
@@ -575,8 +668,11 @@ def _subscribe_ordered(
         inactive_threshold=extra.get("inactive_threshold") or cfg.inactive_threshold,
         headers_only=bool(extra.get("headers_only") or cfg.headers_only),
     )
-    ctx: Any = oc.consume(cb, error_handler=error_handler, **opts) if cb else oc.messages(error_handler=error_handler, **opts)
-    return PushSubscription(js, stream, oc.name or "", subject, False, ctx, None, lambda: oc.name)
+    caller = _Caller()
+    ctx: Any = (
+        oc.consume(caller.wrap(cb), error_handler=error_handler, **opts) if cb else oc.messages(error_handler=error_handler, **opts)
+    )
+    return PushSubscription(js, stream, oc.name or "", subject, False, ctx, None, lambda: oc.name, caller)
 
 
 def _acks_off(info: ConsumerInfo) -> bool:

@@ -13,7 +13,7 @@ import pytest
 import jetstream_sync as jss
 from jetstream_sync import _ordered
 
-from ..helpers import wait_until
+from ..helpers import Bounded, wait_blocked, wait_until
 
 
 RECONNECT = dict(reconnect_time_wait=0.2, max_reconnect_attempts=-1)
@@ -470,3 +470,98 @@ def test_a_bad_error_handler_creates_nothing(js, stream):
         oc.messages(error_handler=1)
     assert js.consumer_names(stream.name) == []
     assert len(list(oc.fetch_no_wait(1))) == 0  # not locked into messages() mode
+
+
+@pytest.mark.parametrize(
+    "read, policy, want",
+    [("messages", "new", [3, 4, 5]), ("messages", "last", [2, 3, 4, 5]), ("next", "new", [3, 4, 5]), ("next", "last", [2, 3, 4, 5])],
+)
+def test_a_reset_before_the_first_message_keeps_the_policys_position(server, js, stream, subj, read, policy, want):
+    # "new"/"last" fix a position when the first server consumer is created;
+    # replacing that consumer before anything was handed out must not move it
+    # to what is new or last by then.
+    fill(js, subj, 2)
+    oc = stream.ordered_consumer(deliver_policy=policy)
+    ctx = oc.messages() if read == "messages" else None
+    if ctx is None:
+        oc.fetch(1, expires=0.5).close()  # a consumer created, nothing handed out
+    with jss.connect(server.url) as other:
+        ojs = other.jetstream()
+        ojs.delete_consumer(stream.name, oc.name)
+        for i in range(3):
+            ojs.publish(subj, f"after{i}".encode())
+    take_one = ctx.next if ctx is not None else oc.next
+    try:
+        assert [take_one(timeout=10).metadata.sequence.stream for _ in want] == want
+    finally:
+        if ctx is not None:
+            ctx.stop()
+
+
+def one_read(fnc, stored):
+    """Stream P with ``stored`` messages on the fault server, and an ordered
+    consumer that has read the first."""
+    js = fnc.jetstream()
+    js.create_stream(name="P", subjects=["p.>"])
+    fill(js, "p.x", stored)
+    oc = js.ordered_consumer("P")
+    assert oc.next(timeout=5).data == b"0"
+    return js, oc
+
+
+def test_next_keeps_its_timeout_when_the_server_does_not_answer(private_server, fnc):
+    _, oc = one_read(fnc, 2)
+    oc.close()  # the next read creates a server consumer
+    private_server.pause()
+    try:
+        started = time.monotonic()
+        with pytest.raises(jss.TimeoutError):
+            oc.next(timeout=0.5)
+        assert time.monotonic() - started < 2.0  # not the JetStream API timeout (5 s)
+    finally:
+        private_server.resume()
+    assert oc.next(timeout=10).metadata.sequence.stream == 2  # a create cut short is made again
+
+
+@pytest.mark.parametrize("kind", ["fetch", "fetch_no_wait", "deleted_while_waiting"])
+def test_a_fetch_after_the_consumer_vanished_is_not_empty(server, js, stream, subj, kind):
+    # "while batch := oc.fetch(...)" must not stop early: an empty fetch says
+    # there is nothing to read, not that the reused consumer was gone.
+    fill(js, subj, 10)
+    oc = stream.ordered_consumer()
+    assert seqs(oc.fetch(5, expires=2)) == [1, 2, 3, 4, 5]
+    if kind == "deleted_while_waiting":
+        assert seqs(oc.fetch(5, expires=2)) == [6, 7, 8, 9, 10]  # ends cleanly: the consumer is kept
+        result = oc.fetch(1, expires=5)  # waits: nothing new yet
+        with jss.connect(server.url) as other:
+            other.jetstream().delete_consumer(stream.name, oc.name)
+            other.jetstream().publish(subj, b"late")
+        assert seqs(result) == [11]
+        return
+    js.delete_consumer(stream.name, oc.name)
+    got = oc.fetch(5, expires=2) if kind == "fetch" else oc.fetch_no_wait(5)
+    assert seqs(got) == [6, 7, 8, 9, 10]
+
+
+@pytest.mark.timeout(60)
+def test_next_waits_through_a_server_restart(private_server, fnc):
+    # The waiting pull ends with "409 Server Shutdown" and the memory consumer
+    # is gone after the restart: next() goes on with a new one.
+    js, oc = one_read(fnc, 1)
+    waiting = Bounded(lambda: oc.next(timeout=30))
+    wait_blocked(waiting.thread)
+    private_server.restart()
+    wait_until(lambda: fnc.is_connected, timeout=20)
+    js.publish("p.x", b"1")
+    waiting.join(35)
+    assert waiting.finished and waiting.error is None
+    assert waiting.result.metadata.sequence.stream == 2
+    # A fetch waiting then ends short, with no error; the next one goes on.
+    fetching = Bounded(lambda: list(oc.fetch(1, expires=20)))
+    wait_blocked(fetching.thread)
+    private_server.restart()
+    fetching.join(30)
+    assert fetching.finished and fetching.error is None and fetching.result == []
+    wait_until(lambda: fnc.is_connected, timeout=20)
+    js.publish("p.x", b"2")
+    assert oc.next(timeout=20).metadata.sequence.stream == 3

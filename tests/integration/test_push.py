@@ -369,3 +369,26 @@ def test_async_handlers_are_refused_before_anything_is_sent(js, stream, subj, ki
         else:
             js.subscribe(subj, cb=handler)
     assert js.consumer_names(stream.name) == (["p"] if kind == "push" else ["q"] if kind == "pull" else [])
+
+
+def test_ack_types_as_the_server_sees_them(js, stream, subj):
+    p = push(stream, ack_wait=1.0)
+    publish(js, subj, 3)
+    with p.messages() as ctx:
+        a, b, c = take_all(ctx, 3)
+        naked = time.monotonic()
+        a.nak(delay=0.5)
+        b.term("unusable")
+        for _ in range(4):  # 1.6 s of work on c: past AckWait, kept alive by +WPI
+            c.in_progress()
+            time.sleep(0.4)  # the time that passes is what is tested
+        again = ctx.next(timeout=5)
+        assert again.metadata.sequence.stream == 1 and again.metadata.num_delivered == 2
+        assert time.monotonic() - naked >= 0.5  # not before its delay
+        info = p.info()
+        assert info.num_redelivered == 1 and info.num_ack_pending == 2  # a again, c still ours
+        again.ack_sync()
+        c.ack_sync()
+        assert p.info().num_ack_pending == 0 and p.info().ack_floor.stream_seq == 3
+        with pytest.raises(jss.TimeoutError):
+            ctx.next(timeout=1.5)  # b was terminated, c acked: nothing comes back

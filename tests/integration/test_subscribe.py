@@ -3,6 +3,7 @@ SubscribeTest and PullSubscribeTest cases, and one test per binding error."""
 
 from __future__ import annotations
 
+import datetime
 import threading
 import time
 
@@ -400,6 +401,13 @@ def test_queue_name_must_match_the_deliver_group(js, quux):
         (("quux",), {"deliver_policy": "sideways"}),
         (("quux",), {"config": {"durable_name": "x"}}),
         (("quux", "a"), {"durable": "b"}),
+        (("quux",), {"durable": "a", "config": jss.ConsumerConfig(durable_name="b")}),
+        (("quux",), {"ordered_consumer": True, "config": jss.ConsumerConfig(max_deliver=5)}),
+        (("quux",), {"headers_only": "yes"}),
+        (("quux", "q"), {"config": jss.ConsumerConfig(durable_name="other")}),
+        (("quux",), {"headers_only": 1, "ordered_consumer": True}),
+        (("quux",), {"ordered_consumer": True, "config": jss.ConsumerConfig(name="n")}),
+        (("quux",), {"ordered_consumer": True, "config": jss.ConsumerConfig(ack_policy="all")}),
     ],
 )
 def test_subscribe_bad_input_sends_nothing(js, quux, args, kwargs):
@@ -514,3 +522,175 @@ def test_names_and_errors_after_the_fact(js, quux):
         sub.unsubscribe()
     with pytest.raises(jss.SubscriptionClosedError):
         sub.next_msg(timeout=0.1)
+
+
+# -- what the caller asked for: keyword options and config defaults --------------------
+
+
+def test_deliver_policy_keyword_shapes_the_consumer_created(js, quux):
+    publish(js, "quux", 3)
+    sub = js.subscribe("quux", deliver_policy="new")
+    assert sub.consumer_info().config.deliver_policy == "new"
+    with pytest.raises(jss.TimeoutError):
+        sub.next_msg(timeout=0.3)  # the three before it are not delivered
+    publish(js, "quux", 1, start=3)
+    assert sub.next_msg(timeout=5).data == b"3"
+    sub.unsubscribe()
+    ordered = js.subscribe("quux", ordered_consumer=True, config=jss.ConsumerConfig(deliver_policy="last"))
+    assert ordered.next_msg(timeout=5).metadata.sequence.stream == 4
+    ordered.unsubscribe()
+
+
+def test_a_config_naming_only_the_consumer_binds_whatever_its_policies(js, quux):
+    # ConsumerConfig() says deliver all / ack explicit / replay instant by
+    # default: that is not the caller asking for them.
+    js.create_consumer(quux, durable_name="n", deliver_subject="dlv.n", deliver_policy="new", ack_policy="none")
+    js.subscribe_bind(quux, jss.ConsumerConfig(durable_name="n")).unsubscribe()
+    js.subscribe("quux", durable="n", config=jss.ConsumerConfig(max_deliver=-1)).unsubscribe()
+    js.create_consumer(quux, durable_name="pn", deliver_policy="last", replay_policy="original")
+    js.pull_subscribe("quux", "pn", config=jss.ConsumerConfig()).unsubscribe()
+    assert sorted(js.consumer_names(quux)) == ["n", "pn"]
+
+
+@pytest.mark.parametrize(
+    "kwargs, text",
+    [
+        ({"deliver_policy": "new"}, "deliver_policy"),
+        ({"headers_only": True}, "headers_only"),
+        ({"idle_heartbeat": 2.0}, "idle_heartbeat"),
+        ({"idle_heartbeat": 1.0, "flow_control": True}, "flow control"),
+        ({"config": jss.ConsumerConfig(filter_subject="quux.other")}, "filter subjects"),
+        ({"config": jss.ConsumerConfig(mem_storage=True)}, "memory"),
+        ({"config": jss.ConsumerConfig(backoff=[1.0, 2.0], max_deliver=3)}, "backoff"),
+    ],
+)
+def test_binding_checks_what_the_caller_asked_for(js, quux, kwargs, text):
+    js.create_stream(name="wide", subjects=["quux.>"])
+    js.create_consumer("wide", durable_name="d", deliver_subject="dlv.d", filter_subject="quux.a", max_deliver=3)
+    publish(js, "quux.a", 2)
+    with pytest.raises(jss.SubscribeError, match=text):
+        js.subscribe("quux.a", durable="d", **kwargs)
+    info = js.consumer_info("wide", "d")
+    assert info.delivered.consumer_seq == 0 and not info.push_bound  # nothing consumed, nothing left bound
+
+
+def test_pull_binding_checks_request_limits(js, multi):
+    js.create_consumer(multi, durable_name="lim", filter_subject="a1")
+    with pytest.raises(jss.SubscribeError, match="max_batch"):
+        js.pull_subscribe("a1", "lim", config=jss.ConsumerConfig(max_batch=10))
+
+
+def test_drain_returns_once_the_callbacks_acks_are_processed(server, js, quux):
+    js.create_consumer(quux, durable_name="dr", deliver_subject="dlv.dr", max_ack_pending=20)
+    publish(js, "quux", 600)
+    handled = []
+
+    def slow(msg):
+        time.sleep(0.002)
+        handled.append(msg.metadata.sequence.stream)
+
+    with jss.connect(server.url) as other:
+        ojs = other.jetstream()
+        # The server takes acks in on its own time: without drain() waiting
+        # for that, another client's view lags now and then; so many rounds.
+        for _ in range(15):
+            before = len(handled)
+            sub = js.subscribe("quux", durable="dr", cb=slow)
+            wait_until(lambda: len(handled) >= before + 10)
+            assert sub.drain(timeout=10)
+            # Seen from another client at once: every handled message's ack is in.
+            info = ojs.consumer_info(quux, "dr")
+            assert info.ack_floor.stream_seq >= max(handled)
+
+
+def test_next_msg_hands_over_what_was_received_before_drain(js, quux):
+    js.create_consumer(quux, durable_name="nd", deliver_subject="dlv.nd", max_ack_pending=20)
+    publish(js, "quux", 50)
+    sub = js.subscribe("quux", durable="nd")
+    got, ended = [], []
+
+    def reader():
+        while True:
+            try:
+                msg = sub.next_msg(timeout=5)
+            except jss.JetStreamError as exc:
+                ended.append(exc)
+                return
+            msg.ack()
+            got.append(msg.metadata.sequence.stream)
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    wait_until(lambda: len(got) >= 5)
+    assert sub.drain(timeout=10)
+    thread.join(10)
+    assert not thread.is_alive() and isinstance(ended[0], jss.SubscriptionClosedError)
+    delivered = js.consumer_info(quux, "nd").delivered.stream_seq
+    assert got == list(range(1, delivered + 1))  # all that reached the client, none left waiting for AckWait
+
+
+_NOW = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+
+
+@pytest.mark.parametrize(
+    "first, second, text",
+    [  # nats.go TestJetStreamSubscribe_ConfigCantChange
+        (dict(description="a"), dict(description="b"), "description"),
+        (dict(deliver_policy="all"), dict(deliver_policy="last"), "deliver_policy"),
+        (dict(deliver_policy="by_start_sequence", opt_start_seq=1), dict(deliver_policy="by_start_sequence", opt_start_seq=10), "opt_start_seq"),
+        (
+            dict(deliver_policy="by_start_time", opt_start_time=_NOW),
+            dict(deliver_policy="by_start_time", opt_start_time=_NOW - datetime.timedelta(hours=2)),
+            "opt_start_time",
+        ),
+        (dict(ack_wait=10.0), dict(ack_wait=15.0), "ack_wait"),
+        (dict(max_deliver=3), dict(max_deliver=5), "max_deliver"),
+        # Not original -> instant: ConsumerConfig() says instant by default,
+        # so asking for it cannot be told from not asking.
+        (dict(replay_policy="instant"), dict(replay_policy="original"), "replay_policy"),
+        (dict(max_waiting=10), dict(max_waiting=20), "max_waiting"),
+        (dict(max_ack_pending=10), dict(max_ack_pending=20), "max_ack_pending"),
+        (dict(ack_policy="all"), dict(ack_policy="none"), "ack_policy"),
+    ],
+)
+def test_a_durable_created_one_way_refuses_another(js, multi, first, second, text):
+    js.pull_subscribe("a1", "dur", config=jss.ConsumerConfig(**first))
+    with pytest.raises(jss.SubscribeError, match=text):
+        js.pull_subscribe("a1", "dur", config=jss.ConsumerConfig(**second))
+    js.pull_subscribe("a1", "dur")  # asking nothing binds
+
+
+@pytest.mark.parametrize(
+    "same",
+    [dict(deliver_policy="all"), dict(ack_wait=30.0), dict(replay_policy="instant"), dict(max_waiting=512)],
+)
+def test_asking_for_the_server_default_binds(js, multi, same):
+    js.pull_subscribe("a1", "dflt")
+    js.pull_subscribe("a1", "dflt", config=jss.ConsumerConfig(**same))
+
+
+@pytest.mark.parametrize("created", [False, True])
+def test_drain_from_the_callback_calls_back_the_rest(js, quux, created):
+    if not created:
+        js.create_consumer(quux, durable_name="cbd", deliver_subject="dlv.cbd", max_ack_pending=20)
+    publish(js, "quux", 50)
+    handled, returned = [], []
+    holder = {}
+    subscribed = threading.Event()
+
+    def cb(msg):
+        subscribed.wait(5)  # holder filled
+        handled.append(msg.metadata.sequence.stream)
+        if len(handled) == 3:
+            returned.append(holder["sub"].drain(timeout=10))  # must not wait for itself
+
+    holder["sub"] = js.subscribe("quux", durable="cbd", cb=cb, config=jss.ConsumerConfig(max_ack_pending=20))
+    subscribed.set()
+    wait_until(lambda: returned, timeout=10)
+    assert returned == [False]  # not ended yet: the rest comes after this callback
+    if created:
+        wait_until(lambda: "cbd" not in js.consumer_names(quux), timeout=10)  # deleted once drained
+        assert len(handled) > 3
+    else:
+        wait_until(lambda: js.consumer_info(quux, "cbd").ack_floor.stream_seq == len(handled), timeout=10)
+        assert handled == list(range(1, js.consumer_info(quux, "cbd").delivered.stream_seq + 1))
