@@ -503,6 +503,17 @@ class Connection:
             if inner is not coro and inspect.getcoroutinestate(inner) == inspect.CORO_CREATED:
                 inner.close()  # the wrapper never ran it
 
+    def acks_processed(self, timeout: Optional[float]) -> None:
+        """Return once the server has processed the acks made so far, so that
+        a look at the consumer next, from any client, sees them. Quietly gives
+        up when closed or out of time (the caller's own work is done)."""
+        if self.closed:
+            return
+        try:
+            self.run(asyncio.sleep(0), timeout, confirm_acks="all")
+        except errors.JetStreamError as exc:
+            _log.debug("acks not confirmed: %r", exc)
+
     async def _after_queued(self, coro: Coroutine[Any, Any, T]) -> T:
         await self.send_batched()
         return await coro

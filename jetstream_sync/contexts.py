@@ -182,6 +182,7 @@ class ConsumeContext(_Context):
         options.handler("consume() handler", handler)
         options.handler("error_handler", error_handler, optional=True)
         self._handler = handler
+        self._conn = conn
         self._receiver = receiver_cls(conn, error_handler, target.api_timeout)
         self._receiver.explicit_credit = True  # credited when the handler returns
         self._done = threading.Event()
@@ -230,8 +231,9 @@ class ConsumeContext(_Context):
         return self._done.is_set()
 
     def wait(self, timeout: Optional[float] = None) -> bool:
-        """Block until :attr:`closed` (every in-flight handler returned); False on
-        timeout. From the handler's own thread it does not block."""
+        """Block until :attr:`closed` (every in-flight handler returned) and the
+        server has processed the handlers' acks; False on timeout. From the
+        handler's own thread it does not block."""
         t = options.optional_timeout("timeout", timeout)
         if threading.current_thread() is self._thread:
             return self._done.is_set()
@@ -240,7 +242,12 @@ class ConsumeContext(_Context):
             return False
         # The engine's end too, so that stats (the NAKs of stop) are final.
         left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        return self._receiver.wait_closed(left)
+        if not self._receiver.wait_closed(left):
+            return False
+        # And the handlers' acks: once this returns, the consumer shows them to anyone.
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.001)
+        self._conn.acks_processed(left)
+        return True
 
 
 class FetchResult:

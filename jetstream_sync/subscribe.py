@@ -5,7 +5,6 @@ delete it again on unsubscribe/drain), and return blocking subscriptions."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import datetime
 import logging
@@ -405,20 +404,9 @@ class PushSubscription(_Subscription):
         done = self._ctx.wait(t) if isinstance(self._ctx, ConsumeContext) else self._ctx.wait_closed(t)
         if not done:
             self._ctx.stop()  # out of time: nothing more is handed out once this returns
-        self._acks_processed(t)
+        self._js.connection.acks_processed(t)  # the callbacks' auto-acks included
         self._delete_if_created()
         return done
-
-    def _acks_processed(self, timeout: float) -> None:
-        """Return once the server has processed the acks made so far (the
-        callbacks' auto-acks included): a caller looking at the consumer
-        next, from anywhere, sees them."""
-        conn = self._js.connection
-        if not conn.closed:
-            try:
-                conn.run(asyncio.sleep(0), timeout, confirm_acks="all")
-            except errors.JetStreamError as exc:  # closed meanwhile, or out of time: drain itself is done
-                _log.debug("acks of %r not confirmed: %r", self, exc)
 
 
 class _Caller:

@@ -160,6 +160,30 @@ def test_drain_handles_everything_received(js, subj, cons):
     assert cc.closed
 
 
+def test_wait_after_drain_returns_once_the_handlers_acks_are_processed(server, js, subj, stream):
+    stream.create_consumer(durable_name="dw", ack_policy="explicit", max_ack_pending=20)
+    publish(js, subj, 600)
+    handled = []
+
+    def slow(msg):
+        time.sleep(0.002)  # the handler's work
+        handled.append(msg.metadata.sequence.stream)
+        msg.ack()
+
+    with jss.connect(server.url) as other:
+        ojs = other.jetstream()
+        # The server takes acks in on its own time, so a lagging view shows
+        # only now and then: many rounds.
+        for _ in range(15):
+            before = len(handled)
+            cc = js.consumer(stream.name, "dw").consume(slow)
+            wait_until(lambda: len(handled) >= before + 10)
+            cc.drain()
+            assert cc.wait(10)
+            # Seen from another client at once: every handled message's ack is in.
+            assert ojs.consumer_info(stream.name, "dw").ack_floor.stream_seq >= max(handled)
+
+
 def test_wait_on_already_closed_consume(js, subj, cons):
     cc = cons.consume(lambda m: None)
     cc.stop()
