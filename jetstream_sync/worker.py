@@ -14,6 +14,7 @@ The lifecycle, on the main thread of :meth:`Worker.run`::
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import signal
 import threading
@@ -84,7 +85,7 @@ class Worker:
     ) -> None:
         from .client import Client
 
-        self._handler = options.handler("worker handler", handler)
+        self._handler = _plain_handler(options.handler("worker handler", handler))
         self._stream = options.name("stream", stream)
         self._consumer = options.name("consumer", consumer)
         if client is not None:
@@ -301,8 +302,14 @@ class Worker:
         ok = False
         try:
             with self._around() if self._around is not None else contextlib.nullcontext():
-                self._handler(msg)
-            ok = True
+                result = self._handler(msg)
+            ok = not _body_not_run(result)
+            if not ok:
+                _log.error(
+                    "worker: handler returned %s for %s, so its body never ran; NAK'd (give a plain function)",
+                    type(result).__name__,
+                    _describe(msg),
+                )
         except Exception:
             _log.exception("worker: handler failed for %s; NAK'd", _describe(msg))
         finally:
@@ -412,6 +419,29 @@ def _check_pull_options(given: Mapping[str, Any]) -> None:
     options are checked against the consumer's config when consuming starts)."""
     options.check_option_names(given, options.CONSUME_OPTION_NAMES + options.PRIORITY_OPTION_NAMES)
     options.consume_options(**{k: v for k, v in given.items() if k in options.CONSUME_OPTION_NAMES})
+
+
+def _plain_handler(fn: Handler) -> Handler:
+    """Refuse a generator function: called, it returns a generator without
+    running a line of its body, and the worker would ack the message."""
+    for f in (fn, getattr(fn, "__call__", None)):  # noqa: B004 (an object's __call__ itself)
+        if inspect.isgeneratorfunction(f) or inspect.isasyncgenfunction(f):
+            raise errors.InvalidOptionError(
+                "worker handler must be a plain function, not a generator function: "
+                "called, it would return a generator without running its body"
+            )
+    return fn
+
+
+def _body_not_run(result: Any) -> bool:
+    """A handler that hides an async def or a generator (behind a decorator,
+    say) returns an object whose code has not run: not a success."""
+    if inspect.iscoroutine(result) or inspect.isgenerator(result) or inspect.isasyncgen(result):
+        close = getattr(result, "close", None)  # an async generator has none, and needs none
+        if close is not None:
+            close()  # no "coroutine was never awaited" warning
+        return True
+    return False
 
 
 def _describe(msg: Msg) -> str:

@@ -394,6 +394,49 @@ def test_an_async_handler_is_refused():
         jss.run_worker(handler, stream="S", consumer="C", servers="nats://127.0.0.1:1")
 
 
+def test_a_generator_handler_is_refused():
+    def gen(msg):
+        yield msg
+
+    async def agen(msg):
+        yield msg
+
+    class Callable:
+        def __call__(self, msg):
+            yield msg
+
+    for handler in (gen, agen, Callable()):
+        with pytest.raises(jss.InvalidOptionError, match="not a generator function"):
+            jss.Worker(handler, stream="S", consumer="C", servers="nats://127.0.0.1:1")
+
+
+def test_a_handler_whose_body_never_runs_is_not_acked(nc, js, stream, subj, cons, caplog):
+    # A decorator (a plain def) hides an async def / a generator: what it returns never ran.
+    publish(js, subj, 2)
+
+    async def work(msg):
+        raise AssertionError("never awaited")
+
+    def gen(msg):
+        yield msg
+
+    def handler(msg):
+        return work(msg) if msg.data == b"0" else gen(msg)
+
+    worker = jss.Worker(
+        handler, client=nc, stream=stream.name, consumer=cons.name, nak_delay=30, stats_interval=None
+    )
+    run = Running(worker)
+    wait_until(lambda: worker.stats.failed == 2)
+    worker.stop()
+    assert run.wait(5) == 0
+    assert worker.stats.handled == 0
+    info = cons.info()
+    assert info.ack_floor.stream_seq == 0 and info.num_ack_pending == 2  # NAK'd (with a delay), not acked
+    errs = [r.getMessage() for r in worker_records(caplog, logging.ERROR)]
+    assert sum("its body never ran" in m for m in errs) == 2, errs
+
+
 # -- the command line ----------------------------------------------------------------------
 
 
@@ -414,6 +457,8 @@ def test_an_async_handler_is_refused():
          "credentials"),
         (["worker", "asyncio:sleep", "--stream", "S", "--consumer", "C", "--server", "nats://x"],
          "handler 'asyncio:sleep' is an async def"),
+        (["worker", "ast:walk", "--stream", "S", "--consumer", "C", "--server", "nats://x"],
+         "not a generator function"),
         (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "http://127.0.0.1:4222"],
          "unsupported URL scheme 'http'"),
     ],
