@@ -118,6 +118,8 @@ class Worker:
         self._wake = threading.Event()  # stop requested, or the consume ended
         self._started = False
         self._signum: Optional[int] = None
+        self._connecting = False  # a signal now interrupts connect() (main thread only)
+        self._made: Any = None  # the client connect() returned, once it has
         self._close_by = 0.0  # monotonic deadline for closing our client (0: none yet)
         self._threads: List[threading.Thread] = []
         self._ctx: Optional[MessagesContext] = None
@@ -165,6 +167,11 @@ class Worker:
         # inside the main loop's Event.wait(), whose lock Event.set() would then
         # wait for forever: only note the signal; the main loop acts on it.
         self._signum = signum
+        if self._connecting:
+            # connect() does not look at the note, and may retry for ever
+            # (retry_on_failed_connect): end it as Ctrl-C would, nothing was received yet.
+            self._connecting = False
+            raise _SignalWhileConnecting(signum)
 
     # -- the main thread ------------------------------------------------------------
 
@@ -173,13 +180,24 @@ class Worker:
         if client is None:
             from .client import connect
 
+            where = ", ".join(redact_url(s) for s in self._servers)
             try:
-                client = connect(self._servers, **self._connect_options)
+                self._connecting = True
+                _log.info("worker: connecting to %s", where)  # a signal after this line is not missed
+                try:
+                    self._made = connect(self._servers, **self._connect_options)
+                finally:
+                    self._connecting = False
+                client = self._made
+            except _SignalWhileConnecting as sig:
+                if self._made is not None:  # it came just after connect() returned
+                    self._made.close(timeout=_MIN_CLOSE)
+                _log.info("worker: signal %d while connecting: stopped before consuming", sig.signum)
+                return 0
             except errors.NoServersError as exc:  # it names the (redacted) URLs and why
                 _log.error("worker: %s", exc)
                 return 1
             except errors.JetStreamError as exc:
-                where = ", ".join(redact_url(s) for s in self._servers)
                 _log.error("worker: cannot connect to %s: %s", where, exc)
                 return 1
         try:
@@ -383,6 +401,8 @@ def run_worker(
       :meth:`Worker.stop`, begins a graceful end within ``shutdown_timeout``
       seconds: no new pulls, what was received is handled, queued acks are
       sent; what is left then is NAK'd. A second signal ends the process at once.
+      A signal while still connecting ends the connect at once (status 0);
+      :meth:`Worker.stop` takes effect once connected.
     - Counters (:attr:`Worker.stats`: the worker's and its context's) are
       logged at INFO every ``stats_interval`` seconds (None: never) and at the end.
 
@@ -419,6 +439,14 @@ def _check_pull_options(given: Mapping[str, Any]) -> None:
     options are checked against the consumer's config when consuming starts)."""
     options.check_option_names(given, options.CONSUME_OPTION_NAMES + options.PRIORITY_OPTION_NAMES)
     options.consume_options(**{k: v for k, v in given.items() if k in options.CONSUME_OPTION_NAMES})
+
+
+class _SignalWhileConnecting(BaseException):
+    """Raised by the signal handler into a connect() that is under way."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _plain_handler(fn: Handler) -> Handler:

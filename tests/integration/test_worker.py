@@ -437,6 +437,39 @@ def test_a_handler_whose_body_never_runs_is_not_acked(nc, js, stream, subj, cons
     assert sum("its body never ran" in m for m in errs) == 2, errs
 
 
+RETRYING_WORKER = """
+import logging, sys
+import jetstream_sync as jss
+logging.basicConfig(level=logging.INFO)
+options = {{"retry_on_failed_connect": True, "reconnect_time_wait": 0.2, "max_reconnect_attempts": -1}}
+sys.exit(jss.run_worker(print, servers={url!r}, stream="S", consumer="C", connect_options=options))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_connecting_stops_the_worker_at_once(tmp_path, sig):
+    url = NatsServer().url  # never started: nothing listens, and the worker retries for ever
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "w") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", RETRYING_WORKER.format(url=url)], stdout=log_file, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_until(lambda: "worker: connecting to" in log_path.read_text(), timeout=15)
+        t0 = time.monotonic()
+        proc.send_signal(sig)
+        proc.wait(timeout=5)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    log = log_path.read_text()
+    assert proc.returncode == 0, log  # stopped as asked, nothing was received
+    assert took < 2, took
+    assert f"signal {int(sig)} while connecting: stopped" in log, log
+
+
 # -- the command line ----------------------------------------------------------------------
 
 
