@@ -22,6 +22,7 @@ import queue
 import re
 import threading
 import time
+import urllib.parse
 import weakref
 from functools import partial
 from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, TypeVar, Union, cast
@@ -92,6 +93,12 @@ def check_servers(servers: List[str]) -> List[str]:
             raise errors.InvalidOptionError(
                 f"unsupported URL scheme {scheme!r} in {redact_url(url)}: use nats://, tls://, ws:// or wss://"
             )
+        try:  # as nats-py will read it; else its connect fails with a bare "Error"
+            _ = urllib.parse.urlsplit(url if "://" in url else "nats://" + url).port
+        except ValueError:  # its text may quote a piece of the password: not shown
+            raise errors.InvalidOptionError(
+                f"invalid server URL {redact_url(url)}: its host or port cannot be read"
+            ) from None
     return servers
 
 

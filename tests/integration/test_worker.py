@@ -494,6 +494,10 @@ def test_a_signal_while_connecting_stops_the_worker_at_once(tmp_path, sig):
          "not a generator function"),
         (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "http://127.0.0.1:4222"],
          "unsupported URL scheme 'http'"),
+        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://u:s3cr3t@127.0.0.1:99999"],
+         "invalid server URL nats://u:***@127.0.0.1:99999"),
+        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://u:s3/cr3t@127.0.0.1:4222"],
+         "invalid server URL nats://u:***@127.0.0.1:4222"),
     ],
 )  # fmt: skip
 def test_cli_usage_errors_exit_2_with_one_line(argv, match, capsys, monkeypatch):
@@ -501,6 +505,7 @@ def test_cli_usage_errors_exit_2_with_one_line(argv, match, capsys, monkeypatch)
     assert cli_main(argv) == 2
     err = capsys.readouterr().err
     assert match in err and "Traceback" not in err
+    assert "cr3t" not in err  # no piece of a password
 
 
 def test_cli_handler_module_that_fails_to_import_shows_where_and_exits_2(tmp_path, capsys, monkeypatch):
