@@ -123,6 +123,7 @@ class Worker:
         self._close_by = 0.0  # monotonic deadline for closing our client (0: none yet)
         self._threads: List[threading.Thread] = []
         self._ctx: Optional[MessagesContext] = None
+        self._max_deliver = -1  # the consumer's, read when consuming starts (-1: no limit)
 
     def __repr__(self) -> str:
         return f"<jetstream_sync.Worker {self._stream}/{self._consumer} x{self._concurrency}>"
@@ -211,6 +212,7 @@ class Worker:
         name = f"{self._stream}/{self._consumer}"
         try:
             cons = client.jetstream().consumer(self._stream, self._consumer)
+            self._max_deliver = getattr(cons.cached_info.config, "max_deliver", None) or -1
             ctx = self._ctx = cons.messages(**self._pull_options)
         except errors.JetStreamError as exc:
             _log.error("worker: cannot consume %s: %s", name, exc)
@@ -324,12 +326,13 @@ class Worker:
             ok = not _body_not_run(result)
             if not ok:
                 _log.error(
-                    "worker: handler returned %s for %s, so its body never ran; NAK'd (give a plain function)",
+                    "worker: handler returned %s for %s, so its body never ran; %s (give a plain function)",
                     type(result).__name__,
                     _describe(msg),
+                    self._fate(msg),
                 )
         except Exception:
-            _log.exception("worker: handler failed for %s; NAK'd", _describe(msg))
+            _log.exception("worker: handler failed for %s; %s", _describe(msg), self._fate(msg))
         finally:
             with self._lock:
                 self._in_flight -= 1
@@ -338,6 +341,17 @@ class Worker:
                 else:
                     self._failed += 1
             self._settle(msg, ok)
+
+    def _fate(self, msg: Msg) -> str:
+        """What becomes of a failed message: the last allowed delivery is not
+        redelivered, whatever the NAK says, and the log must not promise a retry."""
+        try:
+            delivered = msg.metadata.num_delivered
+        except errors.JetStreamError:
+            return "NAK'd"
+        if 0 < self._max_deliver <= delivered:
+            return f"NAK'd, but not redelivered: that was delivery {delivered} of the consumer's max_deliver"
+        return "NAK'd"
 
     def _retry_delay(self, msg: Msg) -> Optional[float]:
         """The NAK delay of a failed message: nak_delay if given (0: at once),
@@ -390,7 +404,8 @@ def run_worker(
       seconds (0: at once; default: 1 s, doubling with each delivery up to
       60 s, so a message that fails every time does not spin) — unless the
       handler acked, NAK'd or termed it itself (``msg.term()``: never
-      redeliver). The consumer's ``max_deliver`` bounds the attempts.
+      redeliver). The consumer's ``max_deliver`` bounds the attempts; the
+      log line of the last one says it is not redelivered.
     - ``client``: a connected :class:`Client` (left open), or ``servers`` and
       ``connect_options`` to connect (closed at the end). Passwords in URLs
       never reach the log.

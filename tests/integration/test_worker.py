@@ -337,6 +337,26 @@ def test_a_message_that_always_fails_is_redelivered_with_a_growing_delay_by_defa
     assert len(seen) <= 4
 
 
+def test_the_last_failed_delivery_is_logged_as_not_redelivered(nc, js, stream, subj, caplog):
+    cons = stream.create_consumer(durable_name="md", ack_policy="explicit", max_deliver=2)
+    publish(js, subj, 1)
+
+    def handler(msg):
+        raise RuntimeError("database down")
+
+    worker = jss.Worker(
+        handler, client=nc, stream=stream.name, consumer=cons.name, nak_delay=0, stats_interval=None
+    )
+    run = Running(worker)
+    wait_until(lambda: worker.stats.failed == 2)
+    worker.stop()
+    assert run.wait(5) == 0
+    failed = [r.getMessage() for r in worker_records(caplog, logging.ERROR) if "handler failed" in r.getMessage()]
+    assert len(failed) == 2, failed
+    assert failed[0].endswith("NAK'd") and "not redelivered" not in failed[0]
+    assert "not redelivered: that was delivery 2 of the consumer's max_deliver" in failed[1]
+
+
 def test_the_stats_line_has_every_counter_every_time(nc, stream, cons, caplog):
     caplog.set_level(logging.INFO, logger="jetstream_sync.worker")
     worker = jss.Worker(lambda m: None, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
