@@ -41,6 +41,14 @@ class Running:
         return self.status
 
 
+def run_until(worker: jss.Worker, predicate, timeout: float = 5.0) -> None:
+    """Run ``worker`` until ``predicate()`` holds, then stop it: it must end with status 0."""
+    run = Running(worker)
+    wait_until(predicate, timeout=timeout)
+    worker.stop()
+    assert run.wait(5) == 0
+
+
 def settled(cons: jss.Consumer) -> bool:
     info = cons.info()
     return info.num_pending == 0 and info.num_ack_pending == 0
@@ -347,10 +355,7 @@ def test_the_last_failed_delivery_is_logged_as_not_redelivered(nc, js, stream, s
     worker = jss.Worker(
         handler, client=nc, stream=stream.name, consumer=cons.name, nak_delay=0, stats_interval=None
     )
-    run = Running(worker)
-    wait_until(lambda: worker.stats.failed == 2)
-    worker.stop()
-    assert run.wait(5) == 0
+    run_until(worker, lambda: worker.stats.failed == 2)
     failed = [r.getMessage() for r in worker_records(caplog, logging.ERROR) if "handler failed" in r.getMessage()]
     assert len(failed) == 2, failed
     assert failed[0].endswith("NAK'd") and "not redelivered" not in failed[0]
@@ -446,10 +451,7 @@ def test_a_handler_whose_body_never_runs_is_not_acked(nc, js, stream, subj, cons
     worker = jss.Worker(
         handler, client=nc, stream=stream.name, consumer=cons.name, nak_delay=30, stats_interval=None
     )
-    run = Running(worker)
-    wait_until(lambda: worker.stats.failed == 2)
-    worker.stop()
-    assert run.wait(5) == 0
+    run_until(worker, lambda: worker.stats.failed == 2)
     assert worker.stats.handled == 0
     info = cons.info()
     assert info.ack_floor.stream_seq == 0 and info.num_ack_pending == 2  # NAK'd (with a delay), not acked
