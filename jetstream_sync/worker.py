@@ -124,6 +124,7 @@ class Worker:
         self._threads: List[threading.Thread] = []
         self._ctx: Optional[MessagesContext] = None
         self._max_deliver = -1  # the consumer's, read when consuming starts (-1: no limit)
+        self._no_acks = False  # the consumer's ack_policy is none: a NAK is ignored
 
     def __repr__(self) -> str:
         return f"<jetstream_sync.Worker {self._stream}/{self._consumer} x{self._concurrency}>"
@@ -212,7 +213,9 @@ class Worker:
         name = f"{self._stream}/{self._consumer}"
         try:
             cons = client.jetstream().consumer(self._stream, self._consumer)
-            self._max_deliver = getattr(cons.cached_info.config, "max_deliver", None) or -1
+            config = cons.cached_info.config
+            self._max_deliver = getattr(config, "max_deliver", None) or -1
+            self._no_acks = getattr(config, "ack_policy", None) == "none"
             ctx = self._ctx = cons.messages(**self._pull_options)
         except errors.JetStreamError as exc:
             _log.error("worker: cannot consume %s: %s", name, exc)
@@ -222,6 +225,8 @@ class Worker:
             for i in range(self._concurrency)
         ]
         _log.info("worker: consuming %s with %d thread(s)", name, self._concurrency)
+        if self._no_acks:
+            _log.warning("worker: %s has ack_policy none: a message whose handler fails is not redelivered", name)
         for t in self._threads:
             t.start()
         interval = self._stats_interval
@@ -345,6 +350,8 @@ class Worker:
     def _fate(self, msg: Msg) -> str:
         """What becomes of a failed message: the last allowed delivery is not
         redelivered, whatever the NAK says, and the log must not promise a retry."""
+        if self._no_acks:
+            return "not redelivered: the consumer's ack_policy is none"
         try:
             delivered = msg.metadata.num_delivered
         except errors.JetStreamError:

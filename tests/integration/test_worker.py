@@ -362,6 +362,21 @@ def test_the_last_failed_delivery_is_logged_as_not_redelivered(nc, js, stream, s
     assert "not redelivered: that was delivery 2 of the consumer's max_deliver" in failed[1]
 
 
+def test_a_consumer_without_acks_is_warned_of_and_failures_are_not_promised_a_retry(nc, js, stream, subj, caplog):
+    cons = stream.create_consumer(durable_name="noack", ack_policy="none")
+    publish(js, subj, 1)
+
+    def handler(msg):
+        raise RuntimeError("database down")
+
+    worker = jss.Worker(handler, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
+    run_until(worker, lambda: worker.stats.failed == 1)
+    logged = [r.getMessage() for r in worker_records(caplog)]
+    assert any("has ack_policy none: a message whose handler fails is not redelivered" in m for m in logged), logged
+    failed = [m for m in logged if "handler failed" in m]
+    assert len(failed) == 1 and failed[0].endswith("not redelivered: the consumer's ack_policy is none"), failed
+
+
 def test_the_stats_line_has_every_counter_every_time(nc, stream, cons, caplog):
     caplog.set_level(logging.INFO, logger="jetstream_sync.worker")
     worker = jss.Worker(lambda m: None, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
