@@ -124,7 +124,7 @@ class Worker:
         self._threads: List[threading.Thread] = []
         self._ctx: Optional[MessagesContext] = None
         self._max_deliver = -1  # the consumer's, read when consuming starts (-1: no limit)
-        self._no_acks = False  # the consumer's ack_policy is none: a NAK is ignored
+        self._ack_policy = "explicit"  # the consumer's; with none or all a NAK may come to nothing
 
     def __repr__(self) -> str:
         return f"<jetstream_sync.Worker {self._stream}/{self._consumer} x{self._concurrency}>"
@@ -215,7 +215,7 @@ class Worker:
             cons = client.jetstream().consumer(self._stream, self._consumer)
             config = cons.cached_info.config
             self._max_deliver = getattr(config, "max_deliver", None) or -1
-            self._no_acks = getattr(config, "ack_policy", None) == "none"
+            self._ack_policy = str(getattr(config, "ack_policy", None) or "explicit")
             ctx = self._ctx = cons.messages(**self._pull_options)
         except errors.JetStreamError as exc:
             _log.error("worker: cannot consume %s: %s", name, exc)
@@ -225,8 +225,10 @@ class Worker:
             for i in range(self._concurrency)
         ]
         _log.info("worker: consuming %s with %d thread(s)", name, self._concurrency)
-        if self._no_acks:
-            _log.warning("worker: %s has ack_policy none: a message whose handler fails is not redelivered", name)
+        if self._ack_policy in _POLICY_FATE:
+            _log.warning(
+                "worker: %s has ack_policy %s: %s; use explicit", name, self._ack_policy, _POLICY_WARNING[self._ack_policy]
+            )
         for t in self._threads:
             t.start()
         interval = self._stats_interval
@@ -350,8 +352,9 @@ class Worker:
     def _fate(self, msg: Msg) -> str:
         """What becomes of a failed message: the last allowed delivery is not
         redelivered, whatever the NAK says, and the log must not promise a retry."""
-        if self._no_acks:
-            return "not redelivered: the consumer's ack_policy is none"
+        fate = _POLICY_FATE.get(self._ack_policy)
+        if fate is not None:
+            return fate
         try:
             delivered = msg.metadata.num_delivered
         except errors.JetStreamError:
@@ -461,6 +464,17 @@ def _check_pull_options(given: Mapping[str, Any]) -> None:
     options are checked against the consumer's config when consuming starts)."""
     options.check_option_names(given, options.CONSUME_OPTION_NAMES + options.PRIORITY_OPTION_NAMES)
     options.consume_options(**{k: v for k, v in given.items() if k in options.CONSUME_OPTION_NAMES})
+
+
+# Ack policies under which a failed message may not come back, whatever the NAK.
+_POLICY_FATE = {
+    "none": "not redelivered: the consumer's ack_policy is none",
+    "all": "NAK'd, but the ack of a later message settles it too (ack_policy all)",
+}
+_POLICY_WARNING = {
+    "none": "a message whose handler fails is not redelivered",
+    "all": "the ack of a later message settles an earlier failed one, which is then not redelivered",
+}
 
 
 class _SignalWhileConnecting(BaseException):

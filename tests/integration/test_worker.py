@@ -362,19 +362,32 @@ def test_the_last_failed_delivery_is_logged_as_not_redelivered(nc, js, stream, s
     assert "not redelivered: that was delivery 2 of the consumer's max_deliver" in failed[1]
 
 
-def test_a_consumer_without_acks_is_warned_of_and_failures_are_not_promised_a_retry(nc, js, stream, subj, caplog):
-    cons = stream.create_consumer(durable_name="noack", ack_policy="none")
-    publish(js, subj, 1)
+@pytest.mark.parametrize(
+    "policy, warning, fate",
+    [
+        ("none", "a message whose handler fails is not redelivered",
+         "not redelivered: the consumer's ack_policy is none"),
+        ("all", "the ack of a later message settles an earlier failed one",
+         "the ack of a later message settles it too (ack_policy all)"),
+    ],
+)  # fmt: skip
+def test_a_consumer_that_would_drop_failures_is_warned_of_and_no_retry_is_promised(
+    nc, js, stream, subj, caplog, policy, warning, fate
+):
+    cons = stream.create_consumer(durable_name="p", ack_policy=policy)
+    publish(js, subj, 2)
 
     def handler(msg):
-        raise RuntimeError("database down")
+        if msg.data == b"0":
+            raise RuntimeError("database down")
 
     worker = jss.Worker(handler, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
-    run_until(worker, lambda: worker.stats.failed == 1)
+    run_until(worker, lambda: worker.stats.failed == 1 and worker.stats.handled == 1)
     logged = [r.getMessage() for r in worker_records(caplog)]
-    assert any("has ack_policy none: a message whose handler fails is not redelivered" in m for m in logged), logged
+    assert any(f"has ack_policy {policy}: {warning}" in m for m in logged), logged
     failed = [m for m in logged if "handler failed" in m]
-    assert len(failed) == 1 and failed[0].endswith("not redelivered: the consumer's ack_policy is none"), failed
+    assert len(failed) == 1 and failed[0].endswith(fate), failed
+    assert cons.info().num_ack_pending == 0  # indeed nothing is left to redeliver the failed message
 
 
 def test_the_stats_line_has_every_counter_every_time(nc, stream, cons, caplog):
