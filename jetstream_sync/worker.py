@@ -215,7 +215,8 @@ class Worker:
             cons = client.jetstream().consumer(self._stream, self._consumer)
             config = cons.cached_info.config
             self._max_deliver = getattr(config, "max_deliver", None) or -1
-            self._ack_policy = str(getattr(config, "ack_policy", None) or "explicit")
+            policy = getattr(config, "ack_policy", None) or "explicit"
+            self._ack_policy = str(getattr(policy, "value", policy))  # a str, or nats-py's AckPolicy enum
             ctx = self._ctx = cons.messages(**self._pull_options)
         except errors.JetStreamError as exc:
             _log.error("worker: cannot consume %s: %s", name, exc)
@@ -350,8 +351,9 @@ class Worker:
             self._settle(msg, ok)
 
     def _fate(self, msg: Msg) -> str:
-        """What becomes of a failed message: the last allowed delivery is not
-        redelivered, whatever the NAK says, and the log must not promise a retry."""
+        """What becomes of a failed message, for its log line: a NAK under
+        ack_policy none or all, or of the last delivery max_deliver allows,
+        brings nothing back, and the log must not promise a retry."""
         fate = _POLICY_FATE.get(self._ack_policy)
         if fate is not None:
             return fate
