@@ -157,7 +157,11 @@ class Worker:
             self._started = True
         restore = None
         if self._signals and threading.current_thread() is threading.main_thread():
-            restore = catch_signals(self._signals, self._on_signal)
+            # One the parent ignores stays ignored (a shell's `worker &` ignores SIGINT,
+            # nohup SIGHUP), as Python itself leaves an ignored SIGINT alone.
+            wanted = [sig for sig in self._signals if signal.getsignal(sig) is not signal.SIG_IGN]
+            if wanted:
+                restore = catch_signals(wanted, self._on_signal)
         try:
             return self._run()
         finally:
@@ -424,7 +428,8 @@ def run_worker(
     - ``around()``: a context manager entered around each handler call (a
       framework's per-request setup); ``thread_exit()`` runs on each handler
       thread as it ends.
-    - The first of ``signals`` (installed from the main thread only), or
+    - The first of ``signals`` (installed from the main thread only, and not
+      over a signal the parent process ignores), or
       :meth:`Worker.stop`, begins a graceful end within ``shutdown_timeout``
       seconds: no new pulls, what was received is handled, queued acks are
       sent; what is left then is NAK'd. A second signal ends the process at once.

@@ -619,6 +619,34 @@ def test_cli_worker_ends_gracefully_on_sigterm_and_logs_no_password(tmp_path):
         assert info.num_ack_pending == 0 and info.num_pending == 200 - len(done)
 
 
+def test_a_signal_the_parent_ignores_stays_ignored(server, js, stream, subj, cons, tmp_path):
+    # `worker &` in a shell script starts it with SIGINT ignored: a Ctrl-C meant
+    # for the script must not stop it. SIGTERM still does.
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "w") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jetstream_sync", "worker", "builtins:id", "--server", server.url,
+             "--stream", stream.name, "--consumer", cons.name, "--stats-interval", "0"],
+            stdout=log_file, stderr=subprocess.STDOUT,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )  # fmt: skip
+    try:
+        wait_until(lambda: "worker: consuming" in log_path.read_text(), timeout=15)
+        proc.send_signal(signal.SIGINT)
+        publish(js, subj, 1)  # handled after the SIGINT: the worker goes on
+        wait_until(lambda: cons.info().ack_floor.stream_seq == 1, timeout=10)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    log = log_path.read_text()
+    assert proc.returncode == 0, log
+    assert "signal 15: stopping" in log and "signal 2" not in log, log
+
+
 def test_framework_settings_of_the_wrong_shape_are_usage_errors():
     from jetstream_sync._worker_cli import UsageError, build_worker
 
