@@ -49,6 +49,17 @@ def run_until(worker: jss.Worker, predicate, timeout: float = 5.0) -> None:
     assert run.wait(5) == 0
 
 
+@contextlib.contextmanager
+def reaped(proc: subprocess.Popen):
+    """Kill ``proc`` on the way out if the test left it running."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
 def settled(cons: jss.Consumer) -> bool:
     info = cons.info()
     return info.num_pending == 0 and info.num_ack_pending == 0
@@ -504,16 +515,12 @@ def test_a_signal_while_connecting_stops_the_worker_at_once(tmp_path, sig):
         proc = subprocess.Popen(
             [sys.executable, "-c", RETRYING_WORKER.format(url=url)], stdout=log_file, stderr=subprocess.STDOUT
         )
-    try:
+    with reaped(proc):
         wait_until(lambda: "worker: connecting to" in log_path.read_text(), timeout=15)
         t0 = time.monotonic()
         proc.send_signal(sig)
         proc.wait(timeout=5)
         took = time.monotonic() - t0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
     log = log_path.read_text()
     assert proc.returncode == 0, log  # stopped as asked, nothing was received
     assert took < 2, took
@@ -630,7 +637,7 @@ def test_a_signal_the_parent_ignores_stays_ignored(server, js, stream, subj, con
             stdout=log_file, stderr=subprocess.STDOUT,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
         )  # fmt: skip
-    try:
+    with reaped(proc):
         wait_until(lambda: "worker: consuming" in log_path.read_text(), timeout=15)
         proc.send_signal(signal.SIGINT)
         publish(js, subj, 1)  # handled after the SIGINT: the worker goes on
@@ -638,10 +645,6 @@ def test_a_signal_the_parent_ignores_stays_ignored(server, js, stream, subj, con
         assert proc.poll() is None
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
     log = log_path.read_text()
     assert proc.returncode == 0, log
     assert "signal 15: stopping" in log and "signal 2" not in log, log
