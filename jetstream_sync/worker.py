@@ -221,7 +221,7 @@ class Worker:
             self._max_deliver = getattr(config, "max_deliver", None) or -1
             policy = getattr(config, "ack_policy", None) or "explicit"
             self._ack_policy = str(getattr(policy, "value", policy))  # a str, or nats-py's AckPolicy enum
-            ctx = self._ctx = cons.messages(**self._pull_options)
+            ctx = self._ctx = cons.messages(**self._fit_pulls(config, name))
         except errors.JetStreamError as exc:
             _log.error("worker: cannot consume %s: %s", name, exc)
             return 1
@@ -287,6 +287,23 @@ class Worker:
             except errors.JetStreamError as exc:
                 _log.warning("worker: sending the last acks failed: %s", exc)
         # else: _run closes the client we made, which sends the queued acks
+
+    def _fit_pulls(self, config: Any, name: str) -> Dict[str, Any]:
+        """The pull options within the consumer's max_batch / max_expires /
+        max_bytes: the server refuses a larger pull every time (409, a
+        transient status), and the worker would wait for ever without a message."""
+        pull = dict(self._pull_options)
+        given = options.consume_options(**{k: v for k, v in pull.items() if k in options.CONSUME_OPTION_NAMES})
+        for option, limit_name, wanted in (
+            ("max_messages", "max_batch", given.max_messages),
+            ("expires", "max_expires", given.expires),
+            ("max_bytes", "max_bytes", given.max_bytes),
+        ):
+            limit = getattr(config, limit_name, None) or 0
+            if 0 < limit < wanted:
+                _log.warning("worker: %s has %s %s: %s %s instead of %s", name, limit_name, limit, option, limit, wanted)
+                pull[option] = limit
+        return pull
 
     def _join(self, until: float) -> None:
         for t in self._threads:

@@ -401,6 +401,19 @@ def test_a_consumer_that_would_drop_failures_is_warned_of_and_no_retry_is_promis
     assert cons.info().num_ack_pending == 0  # indeed nothing is left to redeliver the failed message
 
 
+def test_pulls_are_fitted_to_the_consumers_limits(nc, js, stream, subj, caplog):
+    # The server refuses every larger pull (409 Exceeded MaxRequestBatch, a
+    # transient status): unfitted, the worker would wait for ever.
+    cons = stream.create_consumer(durable_name="small", ack_policy="explicit", max_batch=5, max_expires=2.0)
+    publish(js, subj, 12)
+    seen = []
+    worker = jss.Worker(seen.append, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
+    run_until(worker, lambda: len(seen) == 12 and settled(cons), timeout=10)
+    logged = [r.getMessage() for r in worker_records(caplog)]
+    assert any("has max_batch 5: max_messages 5 instead of 500" in m for m in logged), logged
+    assert any("has max_expires 2.0: expires 2.0 instead of 30.0" in m for m in logged), logged
+
+
 def test_the_stats_line_has_every_counter_every_time(nc, stream, cons, caplog):
     caplog.set_level(logging.INFO, logger="jetstream_sync.worker")
     worker = jss.Worker(lambda m: None, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
