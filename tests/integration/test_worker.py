@@ -568,6 +568,8 @@ def test_a_signal_while_connecting_stops_the_worker_at_once(tmp_path, sig):
          "invalid server URL nats://u:***@127.0.0.1:99999"),
         (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://u:s3/cr3t@127.0.0.1:4222"],
          "invalid server URL nats://u:***@127.0.0.1:4222"),
+        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://s3#cr3t@127.0.0.1:4222"],
+         "invalid server URL nats://***@127.0.0.1:4222"),
     ],
 )  # fmt: skip
 def test_cli_usage_errors_exit_2_with_one_line(argv, match, capsys, monkeypatch):
