@@ -22,6 +22,7 @@ import queue
 import re
 import threading
 import time
+import urllib.parse
 import weakref
 from functools import partial
 from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, TypeVar, Union, cast
@@ -92,6 +93,17 @@ def check_servers(servers: List[str]) -> List[str]:
             raise errors.InvalidOptionError(
                 f"unsupported URL scheme {scheme!r} in {redact_url(url)}: use nats://, tls://, ws:// or wss://"
             )
+        full = url if "://" in url else "nats://" + url
+        try:  # as nats-py will read it; else its connect fails with a bare "Error"
+            parts = urllib.parse.urlsplit(full)
+            _ = parts.port
+            if "@" in full.partition("://")[2] and "@" not in parts.netloc:
+                raise ValueError("a '#', '/' or '?' cut the user part off")  # nats-py would dial the secret as a host
+        except ValueError:  # its text may quote a piece of the password: not shown
+            raise errors.InvalidOptionError(
+                f"invalid server URL {redact_url(url)}: its host or port cannot be read "
+                "(percent-encode '#', '/' and '?' in a password or token)"
+            ) from None
     return servers
 
 

@@ -46,7 +46,7 @@ OPTIONS = (
            f"setting, then ${ENV_URL})", metavar="URL", multiple=True),
     Option("--stream", "the stream of the consumer", required=True),
     Option("--consumer", "a durable pull consumer of the stream", required=True),
-    Option("--concurrency", "handler threads (default 1)", int, 1, "N"),
+    Option("--concurrency", "handler threads (default 1); above 1 the handler must be thread-safe", int, 1, "N"),
     Option("--shutdown-timeout", "seconds for a graceful stop on SIGTERM/SIGINT (default 10)", float, 10.0, "S"),
     Option("--stats-interval", "seconds between stats log lines (default 60; 0: none)", float, 60.0, "S"),
     Option("--max-messages", "messages pulled ahead of the handlers (default 500)", int, None, "N"),
@@ -55,6 +55,13 @@ OPTIONS = (
     Option("--creds", "NATS credentials file", metavar="FILE"),
     Option("--log-level", "DEBUG, INFO, WARNING … (default INFO)", str, "INFO", "LEVEL"),
 )  # fmt: skip
+
+
+EPILOG = (
+    "SIGTERM or SIGINT stops gracefully within --shutdown-timeout (a second one ends the process at once). "
+    "Exit status: 0 after a stop, 1 when consuming could not start or ended by an error (logged), "
+    "2 for a bad command line."
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -161,6 +168,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="jetstream-sync worker",
         description="Call a handler for every message of a JetStream pull consumer (ack on return, NAK on raise).",
+        epilog=EPILOG,
     )
     add_arguments(parser)
     try:

@@ -14,6 +14,7 @@ The lifecycle, on the main thread of :meth:`Worker.run`::
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import signal
 import threading
@@ -84,7 +85,7 @@ class Worker:
     ) -> None:
         from .client import Client
 
-        self._handler = options.handler("worker handler", handler)
+        self._handler = _plain_handler(options.handler("worker handler", handler))
         self._stream = options.name("stream", stream)
         self._consumer = options.name("consumer", consumer)
         if client is not None:
@@ -117,9 +118,13 @@ class Worker:
         self._wake = threading.Event()  # stop requested, or the consume ended
         self._started = False
         self._signum: Optional[int] = None
+        self._connecting = False  # a signal now interrupts connect() (main thread only)
+        self._made: Any = None  # the client connect() returned, once it has
         self._close_by = 0.0  # monotonic deadline for closing our client (0: none yet)
         self._threads: List[threading.Thread] = []
         self._ctx: Optional[MessagesContext] = None
+        self._max_deliver = -1  # the consumer's, read when consuming starts (-1: no limit)
+        self._ack_policy = "explicit"  # the consumer's; with none or all a NAK may come to nothing
 
     def __repr__(self) -> str:
         return f"<jetstream_sync.Worker {self._stream}/{self._consumer} x{self._concurrency}>"
@@ -152,7 +157,11 @@ class Worker:
             self._started = True
         restore = None
         if self._signals and threading.current_thread() is threading.main_thread():
-            restore = catch_signals(self._signals, self._on_signal)
+            # One the parent ignores stays ignored (a shell's `worker &` ignores SIGINT,
+            # nohup SIGHUP), as Python itself leaves an ignored SIGINT alone.
+            wanted = [sig for sig in self._signals if signal.getsignal(sig) is not signal.SIG_IGN]
+            if wanted:
+                restore = catch_signals(wanted, self._on_signal)
         try:
             return self._run()
         finally:
@@ -164,6 +173,11 @@ class Worker:
         # inside the main loop's Event.wait(), whose lock Event.set() would then
         # wait for forever: only note the signal; the main loop acts on it.
         self._signum = signum
+        if self._connecting:
+            # connect() does not look at the note, and may retry for ever
+            # (retry_on_failed_connect): end it as Ctrl-C would, nothing was received yet.
+            self._connecting = False
+            raise _SignalWhileConnecting(signum)
 
     # -- the main thread ------------------------------------------------------------
 
@@ -172,13 +186,24 @@ class Worker:
         if client is None:
             from .client import connect
 
+            where = ", ".join(redact_url(s) for s in self._servers)
             try:
-                client = connect(self._servers, **self._connect_options)
+                self._connecting = True
+                _log.info("worker: connecting to %s", where)  # a signal after this line is not missed
+                try:
+                    self._made = connect(self._servers, **self._connect_options)
+                finally:
+                    self._connecting = False
+                client = self._made
+            except _SignalWhileConnecting as sig:
+                if self._made is not None:  # it came just after connect() returned
+                    self._made.close(timeout=_MIN_CLOSE)
+                _log.info("worker: signal %d while connecting: stopped before consuming", sig.signum)
+                return 0
             except errors.NoServersError as exc:  # it names the (redacted) URLs and why
                 _log.error("worker: %s", exc)
                 return 1
             except errors.JetStreamError as exc:
-                where = ", ".join(redact_url(s) for s in self._servers)
                 _log.error("worker: cannot connect to %s: %s", where, exc)
                 return 1
         try:
@@ -192,7 +217,11 @@ class Worker:
         name = f"{self._stream}/{self._consumer}"
         try:
             cons = client.jetstream().consumer(self._stream, self._consumer)
-            ctx = self._ctx = cons.messages(**self._pull_options)
+            config = cons.cached_info.config
+            self._max_deliver = getattr(config, "max_deliver", None) or -1
+            policy = getattr(config, "ack_policy", None) or "explicit"
+            self._ack_policy = str(getattr(policy, "value", policy))  # a str, or nats-py's AckPolicy enum
+            ctx = self._ctx = cons.messages(**self._fit_pulls(config, name))
         except errors.JetStreamError as exc:
             _log.error("worker: cannot consume %s: %s", name, exc)
             return 1
@@ -201,6 +230,10 @@ class Worker:
             for i in range(self._concurrency)
         ]
         _log.info("worker: consuming %s with %d thread(s)", name, self._concurrency)
+        if self._ack_policy in _POLICY_FATE:
+            _log.warning(
+                "worker: %s has ack_policy %s: %s; use explicit", name, self._ack_policy, _POLICY_WARNING[self._ack_policy]
+            )
         for t in self._threads:
             t.start()
         interval = self._stats_interval
@@ -255,6 +288,23 @@ class Worker:
                 _log.warning("worker: sending the last acks failed: %s", exc)
         # else: _run closes the client we made, which sends the queued acks
 
+    def _fit_pulls(self, config: Any, name: str) -> Dict[str, Any]:
+        """The pull options within the consumer's max_batch / max_expires /
+        max_bytes: the server refuses a larger pull every time (409, a
+        transient status), and the worker would wait for ever without a message."""
+        pull = dict(self._pull_options)
+        given = options.consume_options(**{k: v for k, v in pull.items() if k in options.CONSUME_OPTION_NAMES})
+        for option, limit_name, wanted in (
+            ("max_messages", "max_batch", given.max_messages),
+            ("expires", "max_expires", given.expires),
+            ("max_bytes", "max_bytes", given.max_bytes),
+        ):
+            limit = getattr(config, limit_name, None) or 0
+            if 0 < limit < wanted:
+                _log.warning("worker: %s has %s %s: %s %s instead of %s", name, limit_name, limit, option, limit, wanted)
+                pull[option] = limit
+        return pull
+
     def _join(self, until: float) -> None:
         for t in self._threads:
             t.join(max(until - time.monotonic(), 0.0))
@@ -301,10 +351,17 @@ class Worker:
         ok = False
         try:
             with self._around() if self._around is not None else contextlib.nullcontext():
-                self._handler(msg)
-            ok = True
+                result = self._handler(msg)
+            ok = not _body_not_run(result)
+            if not ok:
+                _log.error(
+                    "worker: handler returned %s for %s, so its body never ran; %s (give a plain function)",
+                    type(result).__name__,
+                    _describe(msg),
+                    self._fate(msg),
+                )
         except Exception:
-            _log.exception("worker: handler failed for %s; NAK'd", _describe(msg))
+            _log.exception("worker: handler failed for %s; %s", _describe(msg), self._fate(msg))
         finally:
             with self._lock:
                 self._in_flight -= 1
@@ -313,6 +370,21 @@ class Worker:
                 else:
                     self._failed += 1
             self._settle(msg, ok)
+
+    def _fate(self, msg: Msg) -> str:
+        """What becomes of a failed message, for its log line: a NAK under
+        ack_policy none or all, or of the last delivery max_deliver allows,
+        brings nothing back, and the log must not promise a retry."""
+        fate = _POLICY_FATE.get(self._ack_policy)
+        if fate is not None:
+            return fate
+        try:
+            delivered = msg.metadata.num_delivered
+        except errors.JetStreamError:
+            return "NAK'd"
+        if 0 < self._max_deliver <= delivered:
+            return f"NAK'd, but not redelivered: that was delivery {delivered} of the consumer's max_deliver"
+        return "NAK'd"
 
     def _retry_delay(self, msg: Msg) -> Optional[float]:
         """The NAK delay of a failed message: nak_delay if given (0: at once),
@@ -365,17 +437,21 @@ def run_worker(
       seconds (0: at once; default: 1 s, doubling with each delivery up to
       60 s, so a message that fails every time does not spin) — unless the
       handler acked, NAK'd or termed it itself (``msg.term()``: never
-      redeliver). The consumer's ``max_deliver`` bounds the attempts.
+      redeliver). The consumer's ``max_deliver`` bounds the attempts; the
+      log line of the last one says it is not redelivered.
     - ``client``: a connected :class:`Client` (left open), or ``servers`` and
       ``connect_options`` to connect (closed at the end). Passwords in URLs
       never reach the log.
     - ``around()``: a context manager entered around each handler call (a
       framework's per-request setup); ``thread_exit()`` runs on each handler
       thread as it ends.
-    - The first of ``signals`` (installed from the main thread only), or
+    - The first of ``signals`` (installed from the main thread only, and not
+      over a signal the parent process ignores), or
       :meth:`Worker.stop`, begins a graceful end within ``shutdown_timeout``
       seconds: no new pulls, what was received is handled, queued acks are
       sent; what is left then is NAK'd. A second signal ends the process at once.
+      A signal while still connecting ends the connect at once (status 0);
+      :meth:`Worker.stop` takes effect once connected.
     - Counters (:attr:`Worker.stats`: the worker's and its context's) are
       logged at INFO every ``stats_interval`` seconds (None: never) and at the end.
 
@@ -412,6 +488,48 @@ def _check_pull_options(given: Mapping[str, Any]) -> None:
     options are checked against the consumer's config when consuming starts)."""
     options.check_option_names(given, options.CONSUME_OPTION_NAMES + options.PRIORITY_OPTION_NAMES)
     options.consume_options(**{k: v for k, v in given.items() if k in options.CONSUME_OPTION_NAMES})
+
+
+# Ack policies under which a failed message may not come back, whatever the NAK.
+_POLICY_FATE = {
+    "none": "not redelivered: the consumer's ack_policy is none",
+    "all": "NAK'd, but the ack of a later message settles it too (ack_policy all)",
+}
+_POLICY_WARNING = {
+    "none": "a message whose handler fails is not redelivered",
+    "all": "the ack of a later message settles an earlier failed one, which is then not redelivered",
+}
+
+
+class _SignalWhileConnecting(BaseException):
+    """Raised by the signal handler into a connect() that is under way."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _plain_handler(fn: Handler) -> Handler:
+    """Refuse a generator function: called, it returns a generator without
+    running a line of its body, and the worker would ack the message."""
+    for f in (fn, getattr(fn, "__call__", None)):  # noqa: B004 (an object's __call__ itself)
+        if inspect.isgeneratorfunction(f) or inspect.isasyncgenfunction(f):
+            raise errors.InvalidOptionError(
+                "worker handler must be a plain function, not a generator function: "
+                "called, it would return a generator without running its body"
+            )
+    return fn
+
+
+def _body_not_run(result: Any) -> bool:
+    """A handler that hides an async def or a generator (behind a decorator,
+    say) returns an object whose code has not run: not a success."""
+    if inspect.iscoroutine(result) or inspect.isgenerator(result) or inspect.isasyncgen(result):
+        close = getattr(result, "close", None)  # an async generator has none, and needs none
+        if close is not None:
+            close()  # no "coroutine was never awaited" warning
+        return True
+    return False
 
 
 def _describe(msg: Msg) -> str:

@@ -41,6 +41,25 @@ class Running:
         return self.status
 
 
+def run_until(worker: jss.Worker, predicate, timeout: float = 5.0) -> None:
+    """Run ``worker`` until ``predicate()`` holds, then stop it: it must end with status 0."""
+    run = Running(worker)
+    wait_until(predicate, timeout=timeout)
+    worker.stop()
+    assert run.wait(5) == 0
+
+
+@contextlib.contextmanager
+def reaped(proc: subprocess.Popen):
+    """Kill ``proc`` on the way out if the test left it running."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
 def settled(cons: jss.Consumer) -> bool:
     info = cons.info()
     return info.num_pending == 0 and info.num_ack_pending == 0
@@ -337,6 +356,64 @@ def test_a_message_that_always_fails_is_redelivered_with_a_growing_delay_by_defa
     assert len(seen) <= 4
 
 
+def test_the_last_failed_delivery_is_logged_as_not_redelivered(nc, js, stream, subj, caplog):
+    cons = stream.create_consumer(durable_name="md", ack_policy="explicit", max_deliver=2)
+    publish(js, subj, 1)
+
+    def handler(msg):
+        raise RuntimeError("database down")
+
+    worker = jss.Worker(
+        handler, client=nc, stream=stream.name, consumer=cons.name, nak_delay=0, stats_interval=None
+    )
+    run_until(worker, lambda: worker.stats.failed == 2)
+    failed = [r.getMessage() for r in worker_records(caplog, logging.ERROR) if "handler failed" in r.getMessage()]
+    assert len(failed) == 2, failed
+    assert failed[0].endswith("NAK'd") and "not redelivered" not in failed[0]
+    assert "not redelivered: that was delivery 2 of the consumer's max_deliver" in failed[1]
+
+
+@pytest.mark.parametrize(
+    "policy, warning, fate",
+    [
+        ("none", "a message whose handler fails is not redelivered",
+         "not redelivered: the consumer's ack_policy is none"),
+        ("all", "the ack of a later message settles an earlier failed one",
+         "the ack of a later message settles it too (ack_policy all)"),
+    ],
+)  # fmt: skip
+def test_a_consumer_that_would_drop_failures_is_warned_of_and_no_retry_is_promised(
+    nc, js, stream, subj, caplog, policy, warning, fate
+):
+    cons = stream.create_consumer(durable_name="p", ack_policy=policy)
+    publish(js, subj, 2)
+
+    def handler(msg):
+        if msg.data == b"0":
+            raise RuntimeError("database down")
+
+    worker = jss.Worker(handler, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
+    run_until(worker, lambda: worker.stats.failed == 1 and worker.stats.handled == 1)
+    logged = [r.getMessage() for r in worker_records(caplog)]
+    assert any(f"has ack_policy {policy}: {warning}" in m for m in logged), logged
+    failed = [m for m in logged if "handler failed" in m]
+    assert len(failed) == 1 and failed[0].endswith(fate), failed
+    assert cons.info().num_ack_pending == 0  # indeed nothing is left to redeliver the failed message
+
+
+def test_pulls_are_fitted_to_the_consumers_limits(nc, js, stream, subj, caplog):
+    # The server refuses every larger pull (409 Exceeded MaxRequestBatch, a
+    # transient status): unfitted, the worker would wait for ever.
+    cons = stream.create_consumer(durable_name="small", ack_policy="explicit", max_batch=5, max_expires=2.0)
+    publish(js, subj, 12)
+    seen = []
+    worker = jss.Worker(seen.append, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
+    run_until(worker, lambda: len(seen) == 12 and settled(cons), timeout=10)
+    logged = [r.getMessage() for r in worker_records(caplog)]
+    assert any("has max_batch 5: max_messages 5 instead of 500" in m for m in logged), logged
+    assert any("has max_expires 2.0: expires 2.0 instead of 30.0" in m for m in logged), logged
+
+
 def test_the_stats_line_has_every_counter_every_time(nc, stream, cons, caplog):
     caplog.set_level(logging.INFO, logger="jetstream_sync.worker")
     worker = jss.Worker(lambda m: None, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
@@ -394,6 +471,75 @@ def test_an_async_handler_is_refused():
         jss.run_worker(handler, stream="S", consumer="C", servers="nats://127.0.0.1:1")
 
 
+def test_a_generator_handler_is_refused():
+    def gen(msg):
+        yield msg
+
+    async def agen(msg):
+        yield msg
+
+    class Callable:
+        def __call__(self, msg):
+            yield msg
+
+    for handler in (gen, agen, Callable()):
+        with pytest.raises(jss.InvalidOptionError, match="not a generator function"):
+            jss.Worker(handler, stream="S", consumer="C", servers="nats://127.0.0.1:1")
+
+
+def test_a_handler_whose_body_never_runs_is_not_acked(nc, js, stream, subj, cons, caplog):
+    # A decorator (a plain def) hides an async def / a generator: what it returns never ran.
+    publish(js, subj, 2)
+
+    async def work(msg):
+        raise AssertionError("never awaited")
+
+    def gen(msg):
+        yield msg
+
+    def handler(msg):
+        return work(msg) if msg.data == b"0" else gen(msg)
+
+    worker = jss.Worker(
+        handler, client=nc, stream=stream.name, consumer=cons.name, nak_delay=30, stats_interval=None
+    )
+    run_until(worker, lambda: worker.stats.failed == 2)
+    assert worker.stats.handled == 0
+    info = cons.info()
+    assert info.ack_floor.stream_seq == 0 and info.num_ack_pending == 2  # NAK'd (with a delay), not acked
+    errs = [r.getMessage() for r in worker_records(caplog, logging.ERROR)]
+    assert sum("its body never ran" in m for m in errs) == 2, errs
+
+
+RETRYING_WORKER = """
+import logging, sys
+import jetstream_sync as jss
+logging.basicConfig(level=logging.INFO)
+options = {{"retry_on_failed_connect": True, "reconnect_time_wait": 0.2, "max_reconnect_attempts": -1}}
+sys.exit(jss.run_worker(print, servers={url!r}, stream="S", consumer="C", connect_options=options))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_connecting_stops_the_worker_at_once(tmp_path, sig):
+    url = NatsServer().url  # never started: nothing listens, and the worker retries for ever
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "w") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", RETRYING_WORKER.format(url=url)], stdout=log_file, stderr=subprocess.STDOUT
+        )
+    with reaped(proc):
+        wait_until(lambda: "worker: connecting to" in log_path.read_text(), timeout=15)
+        t0 = time.monotonic()
+        proc.send_signal(sig)
+        proc.wait(timeout=5)
+        took = time.monotonic() - t0
+    log = log_path.read_text()
+    assert proc.returncode == 0, log  # stopped as asked, nothing was received
+    assert took < 2, took
+    assert f"signal {int(sig)} while connecting: stopped" in log, log
+
+
 # -- the command line ----------------------------------------------------------------------
 
 
@@ -414,8 +560,16 @@ def test_an_async_handler_is_refused():
          "credentials"),
         (["worker", "asyncio:sleep", "--stream", "S", "--consumer", "C", "--server", "nats://x"],
          "handler 'asyncio:sleep' is an async def"),
+        (["worker", "ast:walk", "--stream", "S", "--consumer", "C", "--server", "nats://x"],
+         "not a generator function"),
         (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "http://127.0.0.1:4222"],
          "unsupported URL scheme 'http'"),
+        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://u:s3cr3t@127.0.0.1:99999"],
+         "invalid server URL nats://u:***@127.0.0.1:99999"),
+        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://u:s3/cr3t@127.0.0.1:4222"],
+         "invalid server URL nats://u:***@127.0.0.1:4222"),
+        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://s3#cr3t@127.0.0.1:4222"],
+         "invalid server URL nats://***@127.0.0.1:4222"),
     ],
 )  # fmt: skip
 def test_cli_usage_errors_exit_2_with_one_line(argv, match, capsys, monkeypatch):
@@ -423,6 +577,7 @@ def test_cli_usage_errors_exit_2_with_one_line(argv, match, capsys, monkeypatch)
     assert cli_main(argv) == 2
     err = capsys.readouterr().err
     assert match in err and "Traceback" not in err
+    assert "cr3t" not in err  # no piece of a password
 
 
 def test_cli_handler_module_that_fails_to_import_shows_where_and_exits_2(tmp_path, capsys, monkeypatch):
@@ -484,6 +639,30 @@ def test_cli_worker_ends_gracefully_on_sigterm_and_logs_no_password(tmp_path):
         assert len(done) == len(set(done))
         info = cons.info()
         assert info.num_ack_pending == 0 and info.num_pending == 200 - len(done)
+
+
+def test_a_signal_the_parent_ignores_stays_ignored(server, js, stream, subj, cons, tmp_path):
+    # `worker &` in a shell script starts it with SIGINT ignored: a Ctrl-C meant
+    # for the script must not stop it. SIGTERM still does.
+    log_path = tmp_path / "worker.log"
+    with open(log_path, "w") as log_file:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jetstream_sync", "worker", "builtins:id", "--server", server.url,
+             "--stream", stream.name, "--consumer", cons.name, "--stats-interval", "0"],
+            stdout=log_file, stderr=subprocess.STDOUT,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )  # fmt: skip
+    with reaped(proc):
+        wait_until(lambda: "worker: consuming" in log_path.read_text(), timeout=15)
+        proc.send_signal(signal.SIGINT)
+        publish(js, subj, 1)  # handled after the SIGINT: the worker goes on
+        wait_until(lambda: cons.info().ack_floor.stream_seq == 1, timeout=10)
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    log = log_path.read_text()
+    assert proc.returncode == 0, log
+    assert "signal 15: stopping" in log and "signal 2" not in log, log
 
 
 def test_framework_settings_of_the_wrong_shape_are_usage_errors():

@@ -36,3 +36,13 @@ def test_a_handler_is_found_by_module_and_dotted_attribute():
     for spec, match in [("os.path", "module:function"), (":join", "module:function"), ("os:", "module:function")]:
         with pytest.raises(UsageError, match=match):
             load_handler(spec)
+
+
+def test_help_says_how_the_worker_stops_and_its_exit_statuses(capsys):
+    from jetstream_sync._worker_cli import main
+
+    assert main(["--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "SIGTERM or SIGINT stops gracefully within --shutdown-timeout" in out
+    assert "Exit status: 0 after a stop, 1 when consuming could not start" in out and "2 for a bad command line" in out
+    assert "above 1 the handler must be thread-safe" in out
