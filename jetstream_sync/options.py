@@ -131,14 +131,22 @@ def as_bytes(data: Any) -> bytes:
 def handler(what: str, fn: Any, optional: bool = False) -> Any:
     """A plain callable for a worker thread to call. A coroutine function
     (an ``async def`` ported from nats-py) is refused: called from a thread
-    it would only make a coroutine that never runs."""
+    it would only make a coroutine that never runs. So is a generator
+    function: called, it returns a generator without running its body (and
+    an auto-ack would then settle a message nobody handled)."""
     if fn is None and optional:
         return None
     if not callable(fn):
         raise errors.InvalidOptionError(f"{what} must be callable, got {fn!r}")
     # The __call__ method itself is inspected (an object with async __call__), not callability.
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):  # noqa: B004
-        raise errors.InvalidOptionError(f"{what} must be a plain function: it is called on a worker thread, not awaited")
+    for f in (fn, getattr(fn, "__call__", None)):  # noqa: B004
+        if inspect.iscoroutinefunction(f):
+            raise errors.InvalidOptionError(f"{what} must be a plain function: it is called on a worker thread, not awaited")
+        if inspect.isgeneratorfunction(f) or inspect.isasyncgenfunction(f):
+            raise errors.InvalidOptionError(
+                f"{what} must be a plain function, not a generator function: "
+                "called, it would return a generator without running its body"
+            )
     return fn
 
 

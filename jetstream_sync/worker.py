@@ -85,7 +85,7 @@ class Worker:
     ) -> None:
         from .client import Client
 
-        self._handler = _plain_handler(options.handler("worker handler", handler))
+        self._handler = options.handler("worker handler", handler)
         self._stream = options.name("stream", stream)
         self._consumer = options.name("consumer", consumer)
         if client is not None:
@@ -507,18 +507,6 @@ class _SignalWhileConnecting(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
-
-
-def _plain_handler(fn: Handler) -> Handler:
-    """Refuse a generator function: called, it returns a generator without
-    running a line of its body, and the worker would ack the message."""
-    for f in (fn, getattr(fn, "__call__", None)):  # noqa: B004 (an object's __call__ itself)
-        if inspect.isgeneratorfunction(f) or inspect.isasyncgenfunction(f):
-            raise errors.InvalidOptionError(
-                "worker handler must be a plain function, not a generator function: "
-                "called, it would return a generator without running its body"
-            )
-    return fn
 
 
 def _body_not_run(result: Any) -> bool:

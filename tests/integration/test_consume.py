@@ -123,6 +123,33 @@ def test_invalid_handler(cons):
         cons.consume(lambda m: None, error_handler=3)
 
 
+def test_generator_handlers_are_refused_before_anything_is_consumed(js, subj, cons):
+    """Called, a generator function runs none of its body: its messages would
+    sit unhandled (or, with subscribe's auto-ack, be settled unhandled)."""
+    publish(js, subj, 3)
+    ran = []
+
+    def gen(msg):
+        ran.append(msg)
+        yield
+
+    async def agen(msg):
+        ran.append(msg)
+        yield
+
+    class Yields:
+        def __call__(self, msg):
+            yield
+
+    for bad in (gen, agen, Yields()):
+        with pytest.raises(jss.InvalidOptionError, match="generator function"):
+            cons.consume(bad)
+        with pytest.raises(jss.InvalidOptionError, match="generator function"):
+            js.subscribe(subj, cb=bad)
+    info = cons.info()
+    assert (info.num_pending, info.delivered.stream_seq, ran) == (3, 0, [])
+
+
 def test_consume_on_a_missing_consumer_reports_no_responders_then_ends(stream, cons):
     stream.delete_consumer("c")
     reports = []
