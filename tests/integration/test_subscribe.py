@@ -608,6 +608,7 @@ def test_next_msg_hands_over_what_was_received_before_drain(js, quux):
     publish(js, "quux", 50)
     sub = js.subscribe("quux", durable="nd")
     got, ended = [], []
+    go_on = threading.Event()
 
     def reader():
         while True:
@@ -616,17 +617,28 @@ def test_next_msg_hands_over_what_was_received_before_drain(js, quux):
             except jss.JetStreamError as exc:
                 ended.append(exc)
                 return
-            msg.ack()
-            got.append(msg.metadata.sequence.stream)
+            got.append(msg)
+            if len(got) == 5:
+                go_on.wait(10)  # the rest stays in the client's buffer until drain()
 
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
-    wait_until(lambda: len(got) >= 5)
-    assert sub.drain(timeout=10)
+    # Nothing is acked, so the server stops at max_ack_pending: all 20 are
+    # sent before drain(), and no more can follow it.
+    wait_until(lambda: len(got) == 5 and js.consumer_info(quux, "nd").num_ack_pending == 20)
+    ended_drain = []
+    drainer = threading.Thread(target=lambda: ended_drain.append(sub.drain(timeout=10)), daemon=True)
+    drainer.start()
+    wait_until(lambda: not js.consumer_info(quux, "nd").push_bound)  # drain() has removed the interest
+    go_on.set()
+    drainer.join(15)
     thread.join(10)
+    assert ended_drain == [True]
     assert not thread.is_alive() and isinstance(ended[0], jss.SubscriptionClosedError)
-    delivered = js.consumer_info(quux, "nd").delivered.stream_seq
-    assert got == list(range(1, delivered + 1))  # all that reached the client, none left waiting for AckWait
+    # All that reached the client was handed over: none left waiting for AckWait.
+    assert [m.metadata.sequence.stream for m in got] == list(range(1, 21))
+    for m in got:
+        m.ack()
 
 
 _NOW = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
