@@ -18,6 +18,7 @@ import dataclasses
 import datetime
 import enum
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union, cast
 
 from . import errors, options
@@ -466,11 +467,14 @@ class KeyWatcher:
         """The next entry (or the ``None`` marker), waiting up to ``timeout``
         seconds (None: no limit). Raises :class:`TimeoutError` when nothing
         came (the watcher stays usable) and ConsumerStoppedError once stopped."""
+        t = options.optional_timeout("timeout", timeout)
+        # One deadline for the call: skipped deletes must not restart the wait.
+        deadline = None if t is None else time.monotonic() + t
         while True:
             if self._take_marker():
                 return None
             try:
-                msg = self._ctx.next(timeout)
+                msg = self._ctx.next(None if deadline is None else max(deadline - time.monotonic(), 0.0))
             except errors.StreamNotFoundError as exc:  # the bucket was deleted under the watch
                 if isinstance(exc, errors.BucketNotFoundError):
                     raise

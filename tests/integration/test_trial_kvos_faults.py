@@ -1,0 +1,91 @@
+"""Key-value and object-store faults found by trying them as a user would:
+bounds that skipped entries must not stretch, and puts whose outcome the
+client cannot know."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import jetstream_sync as jss
+from jetstream_sync import object_store as object_store_module
+
+from ..helpers import Bounded, wait_until
+
+
+def test_watch_ignoring_deletes_keeps_its_timeout_under_a_stream_of_deletes(js):
+    # Each skipped delete used to restart the wait: next(timeout=0.5) never returned.
+    kv = js.create_key_value("SKIP")
+    stop = threading.Event()
+    deleted = []
+
+    def delete_forever():
+        while not stop.is_set():
+            kv.delete(f"k{len(deleted) % 10}")
+            deleted.append(1)
+
+    writer = Bounded(delete_forever, name="deleter")
+    try:
+        with kv.watch_all(ignore_deletes=True, updates_only=True) as w:
+            wait_until(lambda: len(deleted) > 10, timeout=10)
+            call = Bounded(lambda: w.next(timeout=0.5), name="next").join(10)
+            assert call.finished, "next(timeout=0.5) did not return while deletes kept coming"
+            assert isinstance(call.error, jss.TimeoutError)
+            assert call.elapsed < 3.0
+    finally:
+        stop.set()
+        assert writer.join(10).finished
+
+
+def test_a_put_whose_info_ack_is_lost_completes(js, monkeypatch):
+    # The info was stored but its ack lost: the put used to purge the chunks
+    # the stored info names, leaving an object that could never be read.
+    store = js.create_object_store("LOSTACK")
+    old = store.put("n", os.urandom(300_000))
+    new = os.urandom(300_000)
+    publish_info = object_store_module.ObjectStore._publish_info
+
+    def stored_then_timeout(self, info):
+        publish_info(self, info)
+        raise jss.TimeoutError("ack lost (simulated)")
+
+    monkeypatch.setattr(object_store_module.ObjectStore, "_publish_info", stored_then_timeout)
+    info = store.put("n", new)
+    monkeypatch.undo()
+    assert store.get_info("n").nuid == info.nuid and info.mtime is not None
+    assert store.get_bytes("n") == new
+    # The replaced object's chunks are purged as after any put.
+    assert store.status().stream_info.state.messages == info.chunks + 1
+    assert old.nuid != info.nuid
+
+
+def test_a_put_whose_info_times_out_never_leaves_an_unreadable_object(private_server, monkeypatch):
+    # The server stalls while the info is in flight and stores it after the
+    # client gave up: whatever the put said, the name must read back whole.
+    with jss.connect(private_server.url) as nc:
+        js = nc.jetstream(timeout=1.0)
+        store = js.create_object_store("STALL")
+        old, new = os.urandom(300_000), os.urandom(300_000)
+        before = store.put("n", old)
+        publish_info = object_store_module.ObjectStore._publish_info
+        resumed = threading.Event()
+
+        def stall_then_publish(self, info):
+            private_server.pause()
+
+            def resume():
+                private_server.resume()
+                resumed.set()
+
+            threading.Timer(2.5, resume).start()  # past the publish timeout and the check after it
+            publish_info(self, info)
+
+        monkeypatch.setattr(object_store_module.ObjectStore, "_publish_info", stall_then_publish)
+        put = Bounded(lambda: store.put("n", new), name="put").join(20)
+        monkeypatch.undo()
+        assert put.finished
+        assert resumed.wait(10)
+        assert isinstance(put.error, jss.TimeoutError) or put.error is None
+        # The stalled info is stored once the server runs again: it must find its chunks.
+        wait_until(lambda: store.get_info("n").nuid != before.nuid, timeout=10)
+        assert store.get_bytes("n") == new
