@@ -53,6 +53,8 @@ __all__ = [
 
 PUT_WINDOW_BYTES = 8 * 1024 * 1024  # unacknowledged chunk bytes a put keeps in flight
 _ROLLUP = {"Nats-Rollup": "sub"}
+# Publish failures after which the message surely was not stored.
+_REFUSED = (errors.APIError, errors.NoRespondersError, errors.PermissionDeniedError, errors.InvalidOptionError)
 _nuid = NUID()
 _nuid_lock = threading.Lock()  # NUID is not thread-safe
 
@@ -157,7 +159,11 @@ class ObjectStore:
         keywords override it. ``chunk_size`` is bytes per message (default
         128 KiB, at most the server's max_payload). Memory use is bounded by
         the window of unacknowledged chunks (8 MiB), not by the object's size.
-        On failure the chunks already stored are purged.
+        On failure the chunks already stored are purged, except when the
+        info was sent and its fate is unknown (no acknowledgement): if it was
+        stored after all the put succeeded and returns; if that cannot be
+        told, the put raises and the chunks stay, so that an info stored late
+        still reads back whole.
         """
         info = self._new_info(name, meta, description, headers, metadata, chunk_size)
         assert info.options is not None and info.options.max_chunk_size is not None  # _new_info sets it
@@ -167,10 +173,19 @@ class ObjectStore:
         subject = obj.chunk_subject(self.bucket, info.nuid)
         try:
             info.size, info.chunks, info.digest = self._send_chunks(subject, chunks, size)
-            self._publish_info(info)
         except BaseException:
-            self._purge_quietly(subject)
+            self._purge_quietly(subject)  # no info names these chunks
             raise
+        try:
+            self._publish_info(info)
+        except _REFUSED:
+            self._purge_quietly(subject)  # the info was not stored
+            raise
+        except BaseException:
+            # A lost ack: purging now could leave the name pointing at no chunks.
+            if not self._info_landed(info):
+                raise
+            info.mtime = datetime.datetime.now(datetime.timezone.utc)
         if existing is not None and not existing.deleted and existing.nuid:
             self._purge_quietly(obj.chunk_subject(self.bucket, existing.nuid))
         return info
@@ -234,6 +249,13 @@ class ObjectStore:
         with bucket_errors(self.bucket):
             self._js.publish(obj.meta_subject(self.bucket, info.name), body, headers=_ROLLUP)
         info.mtime = datetime.datetime.now(datetime.timezone.utc)
+
+    def _info_landed(self, info: ObjectInfo) -> bool:
+        """Whether ``info`` is the stored info of its name now (False when that cannot be told)."""
+        try:
+            return self.get_info(info.name, show_deleted=True).nuid == info.nuid
+        except Exception:
+            return False
 
     def _purge(self, subject: str) -> None:
         with bucket_errors(self.bucket):
