@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Deque, Optional
 from . import _object as obj
 from . import errors, options
 from ._object import ObjectInfo, bucket_errors
+from .kv import initial_done
 from .ordered import OrderedConsumer
 
 _PROBE_AFTER = 2.0  # seconds without a chunk before checking the object is still the one being read
@@ -234,7 +235,9 @@ class ObjectWatcher:
     :class:`ObjectInfo` and one ``None`` when the initial infos are through.
     Runs on an ordered consumer: in order, exactly once, across reconnects."""
 
-    def __init__(self, js: "JetStream", bucket: str, history: bool, ignore_deletes: bool, updates_only: bool) -> None:
+    def __init__(
+        self, js: "JetStream", bucket: str, history: bool, ignore_deletes: bool, updates_only: bool, listing: bool = False
+    ) -> None:
         for what, value in (("include_history", history), ("ignore_deletes", ignore_deletes),
                             ("updates_only", updates_only)):  # fmt: skip
             if not isinstance(value, bool):
@@ -249,6 +252,9 @@ class ObjectWatcher:
         with bucket_errors(bucket):
             self._ctx = oc.messages()
         self._marker_due = not updates_only
+        # A listing reads until nothing is pending (no count-ended marker: see kv.initial_done).
+        self._first_consumer = None if listing else oc.cached_info.name
+        self._initial = int(oc.cached_info.num_pending or 0)
         if self._marker_due and not oc.cached_info.num_pending:
             self._marker_due = False
             self._ready.append(None)
@@ -277,7 +283,7 @@ class ObjectWatcher:
             info.mtime = msg.metadata.timestamp
             if not (self._ignore_deletes and info.deleted):
                 self._ready.append(info)
-        if self._marker_due and msg.metadata.num_pending == 0:
+        if self._marker_due and initial_done(msg, self._first_consumer, self._initial):
             self._marker_due = False
             self._ready.append(None)
 

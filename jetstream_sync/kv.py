@@ -354,7 +354,7 @@ class KeyValue:
         except _GONE as exc:
             raise self._gone(exc) from exc
         pending = None if updates_only else int(oc.cached_info.num_pending or 0)
-        return KeyWatcher(self.bucket, self._pre, ctx, pending, ignore_deletes)
+        return KeyWatcher(self.bucket, self._pre, ctx, pending, ignore_deletes, oc.cached_info.name)
 
     def watch_all(self, **opts: Any) -> "KeyWatcher":
         """:meth:`watch` of every key."""
@@ -385,6 +385,9 @@ class KeyValue:
         by the JetStream timeout."""
         out: List[KeyValueEntry] = []
         with self.watch(keys, **opts) as watcher:
+            # A listing reads until nothing is pending: a count-ended marker
+            # would leave out keys rewritten (and so skipped) meanwhile.
+            watcher._first_consumer = None
             while True:
                 entry = watcher.next(timeout=self._js.timeout)
                 if entry is None:
@@ -411,6 +414,19 @@ class KeyValue:
             return KeyValueStatus(self.bucket, self._js.stream_info(self.stream_name))
         except _GONE as exc:
             raise self._gone(exc) from exc
+
+
+def initial_done(msg: Msg, first_consumer: Optional[str], initial: int) -> bool:
+    """Whether ``msg`` ends a watch's initial values: nothing is pending after
+    it (ADR-8), or it is the ``initial``-th delivery of the first server
+    consumer, as nats.go counts. That consumer delivers in stream order, so
+    its Nth message is at or past the last initial one; under steady writes
+    nothing-pending may never come. A consumer made by a reset starts by
+    sequence and also delivers superseded revisions: its count says nothing."""
+    meta = msg.metadata
+    if not meta.num_pending:
+        return True
+    return first_consumer is not None and meta.consumer == first_consumer and meta.sequence.consumer >= initial
 
 
 # A deleted bucket shows as a missing stream, or as nobody answering its subjects.
@@ -442,7 +458,15 @@ class KeyWatcher:
     it; each entry goes to one of them.
     """
 
-    def __init__(self, bucket: str, pre: str, ctx: MessagesContext, pending: Optional[int], ignore_deletes: bool) -> None:
+    def __init__(
+        self,
+        bucket: str,
+        pre: str,
+        ctx: MessagesContext,
+        pending: Optional[int],
+        ignore_deletes: bool,
+        first_consumer: Optional[str] = None,
+    ) -> None:
         self.bucket = bucket
         self._pre = pre
         self._ctx = ctx
@@ -450,6 +474,8 @@ class KeyWatcher:
         self._lock = threading.Lock()  # the marker bookkeeping below, shared by readers
         self._in_initial = bool(pending)  # initial entries still to come
         self._marker_due = pending == 0  # none to come: the marker first
+        self._initial = pending or 0
+        self._first_consumer = first_consumer  # the server consumer the initial pending was counted on
 
     def __repr__(self) -> str:
         return f"<KeyWatcher {self.bucket!r}>"
@@ -494,10 +520,8 @@ class KeyWatcher:
             return due
 
     def _count(self, msg: Msg) -> None:
-        """The first entry with nothing pending after it ends the initial ones
-        (ADR-8). Not a count of the consumer's initial pending: writes made
-        meanwhile are delivered too and would end the count early."""
-        if not self._in_initial or msg.metadata.num_pending:
+        """Set the marker due after the last initial entry (see initial_done)."""
+        if not self._in_initial or not initial_done(msg, self._first_consumer, self._initial):
             return  # read without the lock: it only ever turns False
         with self._lock:
             if self._in_initial:

@@ -385,7 +385,7 @@ class ObjectStore:
     def list(self, *, show_deleted: bool = False) -> List[ObjectInfo]:
         """The info of every object (and link) in stream order; [] when empty."""
         out: List[ObjectInfo] = []
-        with self.watch(ignore_deletes=not show_deleted) as watcher:
+        with ObjectWatcher(self._js, self.bucket, False, not show_deleted, False, listing=True) as watcher:
             while True:
                 item = watcher.next(timeout=self._js.timeout)
                 if item is None:

@@ -4,6 +4,7 @@ client cannot know."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 
@@ -89,3 +90,55 @@ def test_a_put_whose_info_times_out_never_leaves_an_unreadable_object(private_se
         # The stalled info is stored once the server runs again: it must find its chunks.
         wait_until(lambda: store.get_info("n").nuid != before.nuid, timeout=10)
         assert store.get_bytes("n") == new
+
+
+N_BUSY = 3000
+
+
+def _marker_then_updates(js, subject_of, body, open_watch, list_all):
+    """Write N_BUSY entries, open a watch, write N_BUSY more before reading
+    it: the marker must follow the first N_BUSY, the rest come as updates,
+    and a listing still sees all of them."""
+
+    def write(first):
+        for i in range(first, first + N_BUSY):
+            js.publish_async(subject_of(i), body(i), headers={"Nats-Rollup": "sub"})
+        assert js.publish_async_complete(timeout=30)
+
+    write(0)
+    with open_watch() as w:
+        write(N_BUSY)  # while the initial values are still on their way
+        seen = 0
+        while w.next(timeout=5) is not None and seen <= 2 * N_BUSY:
+            seen += 1
+        assert seen == N_BUSY
+        assert sum(1 for _ in iter(lambda: _next_or_none(w), None)) == N_BUSY
+    assert len(list_all()) == 2 * N_BUSY
+
+
+def _next_or_none(w):
+    try:
+        return w.next(timeout=1)
+    except jss.TimeoutError:
+        return None
+
+
+def test_the_watch_marker_comes_after_the_initial_values_even_when_writes_keep_coming(js):
+    # The marker waited for a delivery with nothing pending, which a bucket
+    # written faster than the watch reads never gives: it came only after
+    # every later write too (or never). nats.go ends the initial values once
+    # the consumer's initial pending has been delivered.
+    kv = js.create_key_value("BUSY")
+    _marker_then_updates(js, lambda i: f"$KV.BUSY.k{i}", lambda i: b"v", kv.watch_all, kv.keys)
+
+
+def test_the_object_watch_marker_comes_after_the_initial_infos_even_when_writes_keep_coming(js):
+    # New names only: replacing infos not yet delivered stalls a
+    # last-per-subject consumer on nats-server 2.15.1 (a server bug).
+    store = js.create_object_store("BUSYOBJ")
+    meta_subject = object_store_module.obj.meta_subject
+
+    def info(i):
+        return json.dumps(jss.ObjectInfo(name=f"o{i}", bucket="BUSYOBJ", nuid=f"N{i}").to_wire()).encode()
+
+    _marker_then_updates(js, lambda i: meta_subject("BUSYOBJ", f"o{i}"), info, store.watch, store.list)
