@@ -189,6 +189,11 @@ class KeyValue:
         self.stream_name = name
         self.bucket = name[len(STREAM_PREFIX) :]
         self._pre = f"$KV.{self.bucket}."
+        # Through an imported API (api_prefix, as nats.go) writes go through the
+        # same import; a domain's $JS.<domain>.API leaves them as they are.
+        api = js.api_prefix
+        own_api = api == "$JS.API" or (api.startswith("$JS.") and api.endswith(".API"))
+        self._put_pre = self._pre if own_api else f"{api}.{self._pre}"
         self._direct = bool(info.config.allow_direct)
         self._info = info
 
@@ -296,7 +301,7 @@ class KeyValue:
         return value
 
     def _write(self, key: str, value: Union[bytes, str], last: Optional[int], headers: Optional[Dict[str, str]]) -> int:
-        subject = self._pre + options.kv_key(key)
+        subject = self._put_pre + options.kv_key(key)
         try:
             return self._js.publish(subject, value, headers=headers, expected_last_subject_seq=last).seq
         except _GONE as exc:

@@ -8,8 +8,11 @@ import json
 import os
 import threading
 
+import pytest
+
 import jetstream_sync as jss
 from jetstream_sync import object_store as object_store_module
+from jetstream_sync._server import NatsServer
 
 from ..helpers import Bounded, wait_until
 
@@ -142,3 +145,57 @@ def test_the_object_watch_marker_comes_after_the_initial_infos_even_when_writes_
         return json.dumps(jss.ObjectInfo(name=f"o{i}", bucket="BUSYOBJ", nuid=f"N{i}").to_wire()).encode()
 
     _marker_then_updates(js, lambda i: meta_subject("BUSYOBJ", f"o{i}"), info, store.watch, store.list)
+
+
+# As nats.go's TestKeyValueCrossAccounts, except that the API export streams
+# its responses: a watch here pulls, and a pull answers with many messages.
+CROSS_ACCOUNT_CONF = """
+accounts: {
+   A: {
+       users: [ {user: a, password: a} ]
+       jetstream: enabled
+       exports: [ {service: '$JS.API.>', response: stream}, {service: '$KV.>'}, {stream: 'accI.>'} ]
+   },
+   I: {
+       users: [ {user: i, password: i} ]
+       imports: [
+           {service: {account: A, subject: '$JS.API.>'}, to: 'fromA.>'}
+           {service: {account: A, subject: '$KV.>'}, to: 'fromA.$KV.>'}
+           {stream: {subject: 'accI.>', account: A}}
+       ]
+   }
+}
+"""
+
+
+def test_a_bucket_through_an_imported_api_prefix(tmp_path):
+    # nats.go's TestKeyValueCrossAccounts: writes went to $KV.<bucket>.<key>
+    # in the importing account, where no stream listens (BucketNotFoundError).
+    conf = tmp_path / "accounts.conf"
+    conf.write_text(CROSS_ACCOUNT_CONF)
+    with NatsServer(config=str(conf)) as server:
+        host = server.url.split("//", 1)[1]
+        with jss.connect(f"nats://a:a@{host}") as owner, jss.connect(f"nats://i:i@{host}", inbox_prefix="accI") as guest:
+            kv1 = owner.jetstream().create_key_value("Map", history=10)
+            kv2 = guest.jetstream(api_prefix="fromA").key_value("Map")
+            with kv1.watch("map") as w1, kv2.watch("map") as w2:
+                assert w1.next(timeout=5) is None and w2.next(timeout=5) is None
+
+                def both_see(value, op):
+                    for w in (w1, w2):
+                        e = w.next(timeout=5)
+                        assert (e.key, e.value, e.operation) == ("map", value, op)
+
+                rev = kv2.put("map", b"value")
+                both_see(b"value", jss.KeyValueOp.PUT)
+                assert kv1.get("map").value == kv2.get("map").value == b"value"
+                rev = kv2.update("map", b"updated", rev)
+                both_see(b"updated", jss.KeyValueOp.PUT)
+                assert kv1.get("map").revision == rev
+                kv2.purge("map")
+                both_see(b"", jss.KeyValueOp.PURGE)
+                kv2.delete("map")
+                both_see(b"", jss.KeyValueOp.DEL)
+                with pytest.raises(jss.KeyNotFoundError):
+                    kv1.get("map")
+                assert kv2.create("map", b"again") > rev

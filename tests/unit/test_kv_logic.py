@@ -214,3 +214,17 @@ def test_stop_ends_iteration():
     with KeyWatcher("B", "$KV.B.", ctx, None, False) as w:
         w.stop()
         assert list(w) == [] and w.closed
+
+
+@pytest.mark.parametrize(
+    "api, put_pre",
+    [("$JS.API", "$KV.B."), ("$JS.hub.API", "$KV.B."), ("fromA", "fromA.$KV.B."), ("x.y", "x.y.$KV.B.")],
+)
+def test_writes_go_through_an_imported_api_prefix_but_not_a_domain(api, put_pre):
+    from types import SimpleNamespace
+
+    from jetstream_sync.kv import KeyValue
+
+    info = SimpleNamespace(config=SimpleNamespace(name="KV_B", allow_direct=True))
+    kv = KeyValue(SimpleNamespace(api_prefix=api), info)
+    assert (kv._pre, kv._put_pre) == ("$KV.B.", put_pre)
