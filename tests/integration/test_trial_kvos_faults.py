@@ -49,8 +49,8 @@ def test_a_put_whose_info_ack_is_lost_completes(js, monkeypatch):
     new = os.urandom(300_000)
     publish_info = object_store_module.ObjectStore._publish_info
 
-    def stored_then_timeout(self, info):
-        publish_info(self, info)
+    def stored_then_timeout(self, info, *args):
+        publish_info(self, info, *args)
         raise jss.TimeoutError("ack lost (simulated)")
 
     monkeypatch.setattr(object_store_module.ObjectStore, "_publish_info", stored_then_timeout)
@@ -74,7 +74,7 @@ def test_a_put_whose_info_times_out_never_leaves_an_unreadable_object(private_se
         publish_info = object_store_module.ObjectStore._publish_info
         resumed = threading.Event()
 
-        def stall_then_publish(self, info):
+        def stall_then_publish(self, info, *args):
             private_server.pause()
 
             def resume():
@@ -82,7 +82,7 @@ def test_a_put_whose_info_times_out_never_leaves_an_unreadable_object(private_se
                 resumed.set()
 
             threading.Timer(2.5, resume).start()  # past the publish timeout and the check after it
-            publish_info(self, info)
+            publish_info(self, info, *args)
 
         monkeypatch.setattr(object_store_module.ObjectStore, "_publish_info", stall_then_publish)
         put = Bounded(lambda: store.put("n", new), name="put").join(20)
@@ -199,3 +199,73 @@ def test_a_bucket_through_an_imported_api_prefix(tmp_path):
                 with pytest.raises(jss.KeyNotFoundError):
                     kv1.get("map")
                 assert kv2.create("map", b"again") > rev
+
+
+# -- info writes racing a put ------------------------------------------------------------------
+
+
+def test_concurrent_puts_of_one_name_leave_only_the_winners_chunks(js):
+    # Each put purged what it saw before uploading: every loser's chunks stayed for good.
+    store = js.create_object_store("RACE")
+    datas = [os.urandom(300_000) for _ in range(8)]
+    start = threading.Barrier(len(datas))
+
+    def put(data):
+        start.wait(10)
+        return store.put("same", data)
+
+    puts = [Bounded(lambda d=d: put(d), name="put") for d in datas]
+    assert all(p.join(30).finished and p.error is None for p in puts)
+    info = store.get_info("same")
+    assert store.get_bytes("same") in datas
+    assert store.status().stream_info.state.messages == info.chunks + 1
+
+
+def _put_gets_in_between(monkeypatch, store, when, data):
+    """Run ``store.put("n", data)`` right before the first info write that ``when(info)`` picks."""
+    publish_info = object_store_module.ObjectStore._publish_info
+    armed = [True]
+
+    def put_first(self, info, *args):
+        if armed[0] and when(info):
+            armed[0] = False
+            store.put("n", data)
+        return publish_info(self, info, *args)
+
+    monkeypatch.setattr(object_store_module.ObjectStore, "_publish_info", put_first)
+
+
+def test_update_meta_racing_a_put_keeps_the_new_object(js, monkeypatch):
+    # update_meta wrote back the info it had read: the name then named the
+    # chunks the put had just purged, and every read failed.
+    store = js.create_object_store("RACE")
+    store.put("n", os.urandom(300_000))
+    new = os.urandom(300_000)
+    _put_gets_in_between(monkeypatch, store, lambda info: info.description == "edited", new)
+    store.update_meta("n", jss.ObjectMeta(name="n", description="edited"))
+    monkeypatch.undo()
+    assert store.get_bytes("n") == new
+    assert store.get_info("n").description == "edited"
+
+
+def test_delete_racing_a_put_purges_what_it_deleted(js, monkeypatch):
+    # delete marked and purged the object it had read; the put's chunks stayed, unreachable.
+    store = js.create_object_store("RACE")
+    store.put("n", os.urandom(300_000))
+    _put_gets_in_between(monkeypatch, store, lambda info: info.deleted, os.urandom(300_000))
+    store.delete("n")
+    monkeypatch.undo()
+    with pytest.raises(jss.ObjectDeletedError):
+        store.get_info("n")
+    assert store.status().stream_info.state.messages == 1  # the delete marker alone
+
+
+def test_add_link_racing_a_put_does_not_replace_the_object(js, monkeypatch):
+    store = js.create_object_store("RACE")
+    target = store.put("target", b"t")
+    new = os.urandom(300_000)
+    _put_gets_in_between(monkeypatch, store, lambda info: info.is_link, new)
+    with pytest.raises(jss.ObjectAlreadyExistsError):
+        store.add_link("n", target)
+    monkeypatch.undo()
+    assert store.get_bytes("n") == new
