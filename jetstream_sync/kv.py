@@ -410,7 +410,10 @@ class KeyValue:
         now = datetime.datetime.now(datetime.timezone.utc)
         for entry in markers:
             young = older_than > 0 and entry.created is not None and (now - entry.created).total_seconds() < older_than
-            self._js.purge_stream(self.stream_name, subject=self._pre + entry.key, keep=1 if young else None)
+            # Bounded by the marker's revision, not "all" / "keep 1": a value
+            # put after the listing must survive, and a young marker with it.
+            upto = entry.revision if young else entry.revision + 1
+            self._js.purge_stream(self.stream_name, subject=self._pre + entry.key, seq=upto)
         return len(markers)
 
     def status(self) -> KeyValueStatus:

@@ -269,3 +269,31 @@ def test_add_link_racing_a_put_does_not_replace_the_object(js, monkeypatch):
         store.add_link("n", target)
     monkeypatch.undo()
     assert store.get_bytes("n") == new
+
+
+# -- purge_deletes racing a put ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("older_than", [0, 3600])
+def test_purge_deletes_never_removes_a_value_put_after_the_marker(js, monkeypatch, older_than):
+    # purge_deletes purged each marked key whole (or kept its last message):
+    # a value put after the listing and before the purge was removed with
+    # it, or was kept while the marker was purged, silently.
+    kv = js.create_key_value("SWEEP", history=5)
+    kv.put("k", b"old")
+    kv.delete("k")
+    purge_stream = js.purge_stream
+    armed = [True]
+
+    def put_first(*args, **kwargs):
+        if armed[0]:
+            armed[0] = False
+            kv.put("k", b"new")
+        return purge_stream(*args, **kwargs)
+
+    monkeypatch.setattr(js, "purge_stream", put_first)
+    assert kv.purge_deletes(older_than=older_than) == 1
+    monkeypatch.undo()
+    assert kv.get("k").value == b"new"
+    ops = [e.operation for e in kv.history("k")]
+    assert ops == ([jss.KeyValueOp.PUT] if older_than == 0 else [jss.KeyValueOp.DEL, jss.KeyValueOp.PUT])
