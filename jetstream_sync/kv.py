@@ -216,7 +216,7 @@ class KeyValue:
         the bucket allows it (any replica answers; no read-after-write
         guarantee, as ADR-8 says).
         """
-        subject = self._pre + options.kv_key(key)
+        subject = self._pre + self._key(key)
         seq = options.optional_size("revision", revision) if revision is not None else None
         try:
             stored = self._js.get_msg(
@@ -288,6 +288,36 @@ class KeyValue:
             headers[MSG_TTL] = self._ttl_header("ttl", ttl)
         self._write(key, b"", _optional_revision(last), headers)
 
+    def _key(self, key: Any) -> str:
+        """``key`` checked, also that a write of it fits the protocol line
+        (else put refused it as a long subject and get/history asked the server)."""
+        options.kv_key(key)
+        try:
+            options.control_line(self._put_pre + key, _REPLY_ROOM)
+        except errors.InvalidOptionError as exc:
+            raise errors.InvalidKeyError(f"key is too long ({len(key)} characters): {exc}") from None
+        return cast(str, key)
+
+    def _check_size(self, key: str, value: Any, headers: Optional[Dict[str, str]]) -> None:
+        """Refuse before sending a value over the bucket's max_value_size
+        (the server counts headers too). The limit this handle saw may be
+        stale: it is asked for afresh before refusing."""
+        limit = self._info.config.max_msg_size if self._info.config is not None else None
+        if not limit or limit < 0 or not isinstance(value, (bytes, bytearray, memoryview, str)):
+            return  # other types: publish refuses them
+        size = len(value.encode()) if isinstance(value, str) else memoryview(value).nbytes
+        size += len(options.header_block(headers)) if headers else 0
+        if size <= limit:
+            return
+        try:
+            limit = self._js.stream_info(self.stream_name).config.max_msg_size
+        except _GONE as exc:
+            raise self._gone(exc) from exc
+        if limit and 0 < limit < size:
+            raise errors.InvalidOptionError(
+                f"value of key {key!r} is {size} bytes, over the max_value_size of bucket {self.bucket!r} ({limit})"
+            )
+
     def _ttl_header(self, name: str, ttl: Any) -> str:
         """A per-key TTL; refused before sending when the bucket (as this
         handle saw it) has no ``limit_marker_ttl`` (the server would answer 10166)."""
@@ -301,7 +331,8 @@ class KeyValue:
         return value
 
     def _write(self, key: str, value: Union[bytes, str], last: Optional[int], headers: Optional[Dict[str, str]]) -> int:
-        subject = self._put_pre + options.kv_key(key)
+        subject = self._put_pre + self._key(key)
+        self._check_size(key, value, headers)
         try:
             return self._js.publish(subject, value, headers=headers, expected_last_subject_seq=last).seq
         except _GONE as exc:
@@ -380,7 +411,7 @@ class KeyValue:
     def history(self, key: str) -> List[KeyValueEntry]:
         """Every kept entry of ``key``, oldest first, markers included;
         KeyNotFoundError when there is none."""
-        entries = self._initial(options.kv_key(key), include_history=True)
+        entries = self._initial(self._key(key), include_history=True)
         if not entries:
             raise errors.KeyNotFoundError(f"no history for key {key!r} in bucket {self.bucket!r}")
         return entries
@@ -436,6 +467,8 @@ def initial_done(msg: Msg, first_consumer: Optional[str], initial: int) -> bool:
         return True
     return first_consumer is not None and meta.consumer == first_consumer and meta.sequence.consumer >= initial
 
+
+_REPLY_ROOM = "_INBOX." + "x" * 44  # the reply inbox of a publish, at its longest
 
 # A deleted bucket shows as a missing stream, or as nobody answering its subjects.
 _GONE = (errors.StreamNotFoundError, errors.NoRespondersError)

@@ -297,3 +297,41 @@ def test_purge_deletes_never_removes_a_value_put_after_the_marker(js, monkeypatc
     assert kv.get("k").value == b"new"
     ops = [e.operation for e in kv.history("k")]
     assert ops == ([jss.KeyValueOp.PUT] if older_than == 0 else [jss.KeyValueOp.DEL, jss.KeyValueOp.PUT])
+
+
+# -- bad input refused before sending -----------------------------------------------------------
+
+
+def test_values_over_max_value_size_and_overlong_keys_are_refused_before_sending(js, nc):
+    # A value over max_value_size went out and came back as a server error
+    # (10054); a key too long to write went to the server from get/history.
+    kv = js.create_key_value("SIZED", max_value_size=100, history=5)
+    spy = nc.subscribe("$KV.SIZED.>")
+    api = nc.subscribe("$JS.API.>")
+    nc.flush()
+    for call in (lambda: kv.put("k", b"x" * 101), lambda: kv.put("k", "é" * 51),
+                 lambda: kv.create("k", bytearray(101)), lambda: kv.update("k", memoryview(b"x" * 101), 0)):  # fmt: skip
+        with pytest.raises(jss.InvalidOptionError, match="max_value_size"):
+            call()
+    long_key = "k" * 5000
+    for call in (lambda: kv.put(long_key, b""), lambda: kv.get(long_key), lambda: kv.history(long_key),
+                 lambda: kv.delete(long_key)):  # fmt: skip
+        with pytest.raises(jss.InvalidKeyError, match="too long"):
+            call()
+    with pytest.raises(jss.TimeoutError):
+        spy.next_msg(timeout=0.2)  # nothing was published
+    # The refusal asked the server for the limit (it may have grown) but sent no value.
+    assert all(m.subject.startswith("$JS.API.STREAM.INFO.") for m in _drain(api))
+    assert kv.put("k", b"x" * 100) == 1  # the limit itself is fine
+    # A handle made before the limit grew does not refuse what the bucket now takes.
+    js.update_key_value("SIZED", max_value_size=1000, history=5)
+    assert kv.put("k", b"x" * 500) == 2
+
+
+def _drain(sub):
+    out = []
+    while True:
+        try:
+            out.append(sub.next_msg(timeout=0.2))
+        except jss.TimeoutError:
+            return out
