@@ -4,6 +4,7 @@ client cannot know."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import threading
@@ -335,3 +336,21 @@ def _drain(sub):
             out.append(sub.next_msg(timeout=0.2))
         except jss.TimeoutError:
             return out
+
+
+def test_a_put_from_a_non_blocking_reader_fails_instead_of_storing_a_truncated_object(js):
+    store = js.create_object_store("NB")
+    reads = iter([b"abc", None, b"def", b""])
+
+    class NonBlocking(io.RawIOBase):
+        def readable(self):
+            return True
+
+        def read(self, n=-1):
+            return next(reads)
+
+    with pytest.raises(jss.InvalidOptionError, match="non-blocking"):
+        store.put("nb", NonBlocking())
+    with pytest.raises(jss.ObjectNotFoundError):
+        store.get_info("nb")
+    assert store.status().stream_info.state.messages == 0
