@@ -264,11 +264,16 @@ class ObjectWatcher:
         after ``timeout`` seconds (None: no limit), ConsumerStoppedError once stopped."""
         t = options.optional_timeout("timeout", timeout)
         deadline = None if t is None else time.monotonic() + t  # skipped messages use it up too
-        with self._lock:
+        # Another reader may hold the lock while it waits: waiting for it counts too.
+        if not self._lock.acquire(timeout=-1 if t is None else t):
+            raise errors.TimeoutError(f"no object info within {t:.3f}s (another thread is reading this watcher)")
+        try:
             while not self._ready:
                 left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
                 self._add(self._ctx.next(timeout=left))
             return self._ready.popleft()
+        finally:
+            self._lock.release()
 
     def updates(self, timeout: Optional[float] = 5.0) -> Optional[ObjectInfo]:
         """nats-py's name for :meth:`next` (its default timeout, 5 s)."""

@@ -15,7 +15,7 @@ import jetstream_sync as jss
 from jetstream_sync import object_store as object_store_module
 from jetstream_sync._server import NatsServer
 
-from ..helpers import Bounded, wait_until
+from ..helpers import Bounded, wait_blocked, wait_until
 
 
 def test_watch_ignoring_deletes_keeps_its_timeout_under_a_stream_of_deletes(js):
@@ -419,3 +419,18 @@ def _readable(store):
         return True
     except (jss.TimeoutError, jss.NoRespondersError):
         return False
+
+
+def test_an_object_watch_read_by_two_threads_keeps_each_ones_timeout(js):
+    # The reader blocked in next() held the watcher's lock: another thread's
+    # next(timeout=0.5) waited for it, past its timeout, until the watch stopped.
+    store = js.create_object_store("TWO")
+    with store.watch(updates_only=True) as w:
+        got = []
+        first = Bounded(lambda: [got.append(info.name) for info in w], name="iterating")
+        wait_blocked(first.thread)
+        second = Bounded(lambda: w.next(timeout=0.5), name="bounded").join(10)
+        assert second.finished and isinstance(second.error, jss.TimeoutError) and second.elapsed < 3
+        store.put("a", b"x")
+        wait_until(lambda: got == ["a"], timeout=10)
+    assert first.join(10).finished and first.error is None
