@@ -434,3 +434,24 @@ def test_an_object_watch_read_by_two_threads_keeps_each_ones_timeout(js):
         store.put("a", b"x")
         wait_until(lambda: got == ["a"], timeout=10)
     assert first.join(10).finished and first.error is None
+
+
+def test_eight_threads_updating_from_one_revision_exactly_one_wins(js):
+    # Held up when tried; kept: a compare-and-set must never let two writers through.
+    kv = js.create_key_value("CAS", history=10)
+    for round_ in range(10):
+        rev = kv.put("k", b"base")
+        start = threading.Barrier(8)
+
+        def update(i, rev=rev):
+            start.wait(10)
+            try:
+                return kv.update("k", str(i), rev)
+            except jss.KeyWrongLastSequenceError:
+                return None
+
+        runs = [Bounded(lambda i=i: update(i), name="update") for i in range(8)]
+        results = [r.join(20).result for r in runs]
+        winners = [r for r in results if r is not None]
+        assert len(winners) == 1, (round_, results)
+        assert kv.get("k").revision == winners[0] == rev + 1
