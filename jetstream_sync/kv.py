@@ -30,6 +30,7 @@ from .models import (
     RePublish,
     StorageType,
     StoreCompression,
+    StreamConfig,
     StreamInfo,
 )
 from .ordered import OrderedConsumer
@@ -309,21 +310,26 @@ class KeyValue:
         size += len(options.header_block(headers)) if headers else 0
         if size <= limit:
             return
-        try:
-            limit = self._js.stream_info(self.stream_name).config.max_msg_size
-        except _GONE as exc:
-            raise self._gone(exc) from exc
+        limit = self._current_config().max_msg_size
         if limit and 0 < limit < size:
             raise errors.InvalidOptionError(
                 f"value of key {key!r} is {size} bytes, over the max_value_size of bucket {self.bucket!r} ({limit})"
             )
 
+    def _current_config(self) -> StreamConfig:
+        """The bucket's configuration asked of the server now (this handle's may be stale)."""
+        try:
+            return self._js.stream_info(self.stream_name).config
+        except _GONE as exc:
+            raise self._gone(exc) from exc
+
     def _ttl_header(self, name: str, ttl: Any) -> str:
-        """A per-key TTL; refused before sending when the bucket (as this
-        handle saw it) has no ``limit_marker_ttl`` (the server would answer 10166)."""
+        """A per-key TTL; refused before sending when the bucket has no
+        ``limit_marker_ttl`` (the server would answer 10166). This handle's
+        copy of the config may predate turning it on: asked afresh before refusing."""
         value = options.msg_ttl(name, ttl)
         cfg = self._info.config
-        if cfg is not None and not cfg.allow_msg_ttl:
+        if cfg is not None and not cfg.allow_msg_ttl and not self._current_config().allow_msg_ttl:
             raise errors.InvalidOptionError(
                 f"{name}: bucket {self.bucket!r} has no limit_marker_ttl, so per-key TTLs are off"
                 " (update_key_value(..., limit_marker_ttl=...) to turn them on)"

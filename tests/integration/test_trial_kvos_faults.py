@@ -455,3 +455,13 @@ def test_eight_threads_updating_from_one_revision_exactly_one_wins(js):
         winners = [r for r in results if r is not None]
         assert len(winners) == 1, (round_, results)
         assert kv.get("k").revision == winners[0] == rev + 1
+
+
+def test_a_handle_made_before_per_key_ttls_were_turned_on_can_use_them(js):
+    # The handle refused create(ttl=)/purge(ttl=) from its copy of the config,
+    # telling the user to call update_key_value, which they had done.
+    kv = js.create_key_value("LATETTL", history=2)
+    js.update_key_value("LATETTL", history=2, limit_marker_ttl=2)
+    assert kv.create("k", b"v", ttl=5) == 1
+    kv.purge("k", ttl=5)
+    assert kv.history("k")[-1].operation is jss.KeyValueOp.PURGE
