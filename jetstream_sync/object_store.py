@@ -54,8 +54,8 @@ __all__ = [
 
 PUT_WINDOW_BYTES = 8 * 1024 * 1024  # unacknowledged chunk bytes a put keeps in flight
 _ROLLUP = {"Nats-Rollup": "sub"}
-# Publish failures after which the message surely was not stored.
 _INFO_RACES = 64  # writers that may get in between before an info write gives up
+# Failures of an info write after which it surely was not stored.
 _REFUSED = (errors.APIError, errors.NoRespondersError, errors.PermissionDeniedError, errors.InvalidOptionError,
             errors.ObjectChangedError)  # fmt: skip
 _nuid = NUID()
