@@ -130,7 +130,8 @@ class ObjectResult(io.RawIOBase):
         deadline = time.monotonic() + self._timeout
         while True:
             try:
-                msg: "Msg" = self._ctx.next(timeout=min(_PROBE_AFTER, max(deadline - time.monotonic(), 0.001)))
+                with bucket_errors(self._bucket):  # deleted under the read: say which bucket
+                    msg: "Msg" = self._ctx.next(timeout=min(_PROBE_AFTER, max(deadline - time.monotonic(), 0.001)))
                 break
             except errors.TimeoutError:
                 self._probe()  # chunks stopped: deleted or replaced meanwhile?
@@ -246,6 +247,7 @@ class ObjectWatcher:
             raise errors.InvalidOptionError("include_history and updates_only are mutually exclusive")
         policy = "new" if updates_only else "all" if history else "last_per_subject"
         self._ignore_deletes = ignore_deletes
+        self._bucket = bucket
         self._ready: Deque[Optional[ObjectInfo]] = collections.deque()
         self._lock = threading.Lock()
         oc = OrderedConsumer(js, obj.stream_name(bucket), filter_subjects=[obj.all_meta(bucket)], deliver_policy=policy)
@@ -270,7 +272,8 @@ class ObjectWatcher:
         try:
             while not self._ready:
                 left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-                self._add(self._ctx.next(timeout=left))
+                with bucket_errors(self._bucket):  # deleted under the watch: say which bucket
+                    self._add(self._ctx.next(timeout=left))
             return self._ready.popleft()
         finally:
             self._lock.release()

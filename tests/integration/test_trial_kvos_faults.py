@@ -465,3 +465,18 @@ def test_a_handle_made_before_per_key_ttls_were_turned_on_can_use_them(js):
     assert kv.create("k", b"v", ttl=5) == 1
     kv.purge("k", ttl=5)
     assert kv.history("k")[-1].operation is jss.KeyValueOp.PURGE
+
+
+def test_a_read_and_a_watch_of_a_deleted_object_store_say_so(js):
+    # Both ended with a bare StreamNotFoundError about OBJ_<bucket> (KV says BucketNotFoundError).
+    store = js.create_object_store("GONE")
+    store.put("big", os.urandom(8 * 1024 * 1024))
+    with store.get("big") as r, store.watch() as w:
+        r.read(1)
+        assert w.next(timeout=5).name == "big"
+        js.delete_object_store("GONE")
+        with pytest.raises(jss.ObjectStoreNotFoundError, match="GONE"):
+            r.read()
+        with pytest.raises(jss.ObjectStoreNotFoundError, match="GONE"):
+            while True:
+                w.next(timeout=5)
