@@ -1,6 +1,8 @@
-"""Key-value and object-store faults found by trying them as a user would:
-bounds that skipped entries must not stretch, and puts whose outcome the
-client cannot know."""
+"""Key-value and object-store defects found by trying them as a user would
+(each test failed before its fix), plus a few cases that held up and had no
+test: timeouts that must hold under load and across threads, info writes
+racing each other or losing their ack, watches that must end their initial
+values, bad input refused before sending, and server restarts."""
 
 from __future__ import annotations
 
