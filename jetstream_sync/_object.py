@@ -384,6 +384,10 @@ def _reads(read: Callable[[int], Any], size: int) -> Iterator[bytes]:
         parts, have = [carry], len(carry)
         while have < size:
             piece = read(size - have)
+            if piece is None:  # a non-blocking stream with nothing yet: not the end
+                raise errors.InvalidOptionError(
+                    "read() returned None (a non-blocking stream with no data yet); give a blocking reader"
+                )
             if not piece:
                 eof = True
                 break

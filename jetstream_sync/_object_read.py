@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Deque, Optional
 from . import _object as obj
 from . import errors, options
 from ._object import ObjectInfo, bucket_errors
+from .kv import initial_done
 from .ordered import OrderedConsumer
 
 _PROBE_AFTER = 2.0  # seconds without a chunk before checking the object is still the one being read
@@ -129,7 +130,8 @@ class ObjectResult(io.RawIOBase):
         deadline = time.monotonic() + self._timeout
         while True:
             try:
-                msg: "Msg" = self._ctx.next(timeout=min(_PROBE_AFTER, max(deadline - time.monotonic(), 0.001)))
+                with bucket_errors(self._bucket):  # deleted under the read: say which bucket
+                    msg: "Msg" = self._ctx.next(timeout=min(_PROBE_AFTER, max(deadline - time.monotonic(), 0.001)))
                 break
             except errors.TimeoutError:
                 self._probe()  # chunks stopped: deleted or replaced meanwhile?
@@ -234,7 +236,9 @@ class ObjectWatcher:
     :class:`ObjectInfo` and one ``None`` when the initial infos are through.
     Runs on an ordered consumer: in order, exactly once, across reconnects."""
 
-    def __init__(self, js: "JetStream", bucket: str, history: bool, ignore_deletes: bool, updates_only: bool) -> None:
+    def __init__(
+        self, js: "JetStream", bucket: str, history: bool, ignore_deletes: bool, updates_only: bool, listing: bool = False
+    ) -> None:
         for what, value in (("include_history", history), ("ignore_deletes", ignore_deletes),
                             ("updates_only", updates_only)):  # fmt: skip
             if not isinstance(value, bool):
@@ -243,12 +247,16 @@ class ObjectWatcher:
             raise errors.InvalidOptionError("include_history and updates_only are mutually exclusive")
         policy = "new" if updates_only else "all" if history else "last_per_subject"
         self._ignore_deletes = ignore_deletes
+        self._bucket = bucket
         self._ready: Deque[Optional[ObjectInfo]] = collections.deque()
         self._lock = threading.Lock()
         oc = OrderedConsumer(js, obj.stream_name(bucket), filter_subjects=[obj.all_meta(bucket)], deliver_policy=policy)
         with bucket_errors(bucket):
             self._ctx = oc.messages()
         self._marker_due = not updates_only
+        # A listing reads until nothing is pending (no count-ended marker: see kv.initial_done).
+        self._first_consumer = None if listing else oc.cached_info.name
+        self._initial = int(oc.cached_info.num_pending or 0)
         if self._marker_due and not oc.cached_info.num_pending:
             self._marker_due = False
             self._ready.append(None)
@@ -258,11 +266,17 @@ class ObjectWatcher:
         after ``timeout`` seconds (None: no limit), ConsumerStoppedError once stopped."""
         t = options.optional_timeout("timeout", timeout)
         deadline = None if t is None else time.monotonic() + t  # skipped messages use it up too
-        with self._lock:
+        # Another reader may hold the lock while it waits: waiting for it counts too.
+        if not self._lock.acquire(timeout=-1 if t is None else t):
+            raise errors.TimeoutError(f"no object info within {t:.3f}s (another thread is reading this watcher)")
+        try:
             while not self._ready:
                 left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-                self._add(self._ctx.next(timeout=left))
+                with bucket_errors(self._bucket):  # deleted under the watch: say which bucket
+                    self._add(self._ctx.next(timeout=left))
             return self._ready.popleft()
+        finally:
+            self._lock.release()
 
     def updates(self, timeout: Optional[float] = 5.0) -> Optional[ObjectInfo]:
         """nats-py's name for :meth:`next` (its default timeout, 5 s)."""
@@ -277,7 +291,7 @@ class ObjectWatcher:
             info.mtime = msg.metadata.timestamp
             if not (self._ignore_deletes and info.deleted):
                 self._ready.append(info)
-        if self._marker_due and msg.metadata.num_pending == 0:
+        if self._marker_due and initial_done(msg, self._first_consumer, self._initial):
             self._marker_due = False
             self._ready.append(None)
 

@@ -18,6 +18,7 @@ import dataclasses
 import datetime
 import enum
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union, cast
 
 from . import errors, options
@@ -29,6 +30,7 @@ from .models import (
     RePublish,
     StorageType,
     StoreCompression,
+    StreamConfig,
     StreamInfo,
 )
 from .ordered import OrderedConsumer
@@ -188,6 +190,11 @@ class KeyValue:
         self.stream_name = name
         self.bucket = name[len(STREAM_PREFIX) :]
         self._pre = f"$KV.{self.bucket}."
+        # Through an imported API (api_prefix, as nats.go) writes go through the
+        # same import; a domain's $JS.<domain>.API leaves them as they are.
+        api = js.api_prefix
+        own_api = api == "$JS.API" or (api.startswith("$JS.") and api.endswith(".API"))
+        self._put_pre = self._pre if own_api else f"{api}.{self._pre}"
         self._direct = bool(info.config.allow_direct)
         self._info = info
 
@@ -210,7 +217,7 @@ class KeyValue:
         the bucket allows it (any replica answers; no read-after-write
         guarantee, as ADR-8 says).
         """
-        subject = self._pre + options.kv_key(key)
+        subject = self._pre + self._key(key)
         seq = options.optional_size("revision", revision) if revision is not None else None
         try:
             stored = self._js.get_msg(
@@ -282,12 +289,47 @@ class KeyValue:
             headers[MSG_TTL] = self._ttl_header("ttl", ttl)
         self._write(key, b"", _optional_revision(last), headers)
 
+    def _key(self, key: Any) -> str:
+        """``key`` checked, also that a write of it fits the protocol line
+        (else put refused it as a long subject and get/history asked the server)."""
+        options.kv_key(key)
+        try:
+            options.control_line(self._put_pre + key, _REPLY_ROOM)
+        except errors.InvalidOptionError as exc:
+            raise errors.InvalidKeyError(f"key is too long ({len(key)} characters): {exc}") from None
+        return cast(str, key)
+
+    def _check_size(self, key: str, value: Any, headers: Optional[Dict[str, str]]) -> None:
+        """Refuse before sending a value over the bucket's max_value_size
+        (the server counts headers too). The limit this handle saw may be
+        stale: it is asked for afresh before refusing."""
+        limit = self._info.config.max_msg_size if self._info.config is not None else None
+        if not limit or limit < 0 or not isinstance(value, (bytes, bytearray, memoryview, str)):
+            return  # other types: publish refuses them
+        size = len(value.encode()) if isinstance(value, str) else memoryview(value).nbytes
+        size += len(options.header_block(headers)) if headers else 0
+        if size <= limit:
+            return
+        limit = self._current_config().max_msg_size
+        if limit and 0 < limit < size:
+            raise errors.InvalidOptionError(
+                f"value of key {key!r} is {size} bytes, over the max_value_size of bucket {self.bucket!r} ({limit})"
+            )
+
+    def _current_config(self) -> StreamConfig:
+        """The bucket's configuration asked of the server now (this handle's may be stale)."""
+        try:
+            return self._js.stream_info(self.stream_name).config
+        except _GONE as exc:
+            raise self._gone(exc) from exc
+
     def _ttl_header(self, name: str, ttl: Any) -> str:
-        """A per-key TTL; refused before sending when the bucket (as this
-        handle saw it) has no ``limit_marker_ttl`` (the server would answer 10166)."""
+        """A per-key TTL; refused before sending when the bucket has no
+        ``limit_marker_ttl`` (the server would answer 10166). This handle's
+        copy of the config may predate turning it on: asked afresh before refusing."""
         value = options.msg_ttl(name, ttl)
         cfg = self._info.config
-        if cfg is not None and not cfg.allow_msg_ttl:
+        if cfg is not None and not cfg.allow_msg_ttl and not self._current_config().allow_msg_ttl:
             raise errors.InvalidOptionError(
                 f"{name}: bucket {self.bucket!r} has no limit_marker_ttl, so per-key TTLs are off"
                 " (update_key_value(..., limit_marker_ttl=...) to turn them on)"
@@ -295,7 +337,8 @@ class KeyValue:
         return value
 
     def _write(self, key: str, value: Union[bytes, str], last: Optional[int], headers: Optional[Dict[str, str]]) -> int:
-        subject = self._pre + options.kv_key(key)
+        subject = self._put_pre + self._key(key)
+        self._check_size(key, value, headers)
         try:
             return self._js.publish(subject, value, headers=headers, expected_last_subject_seq=last).seq
         except _GONE as exc:
@@ -353,7 +396,7 @@ class KeyValue:
         except _GONE as exc:
             raise self._gone(exc) from exc
         pending = None if updates_only else int(oc.cached_info.num_pending or 0)
-        return KeyWatcher(self.bucket, self._pre, ctx, pending, ignore_deletes)
+        return KeyWatcher(self.bucket, self._pre, ctx, pending, ignore_deletes, oc.cached_info.name)
 
     def watch_all(self, **opts: Any) -> "KeyWatcher":
         """:meth:`watch` of every key."""
@@ -374,7 +417,7 @@ class KeyValue:
     def history(self, key: str) -> List[KeyValueEntry]:
         """Every kept entry of ``key``, oldest first, markers included;
         KeyNotFoundError when there is none."""
-        entries = self._initial(options.kv_key(key), include_history=True)
+        entries = self._initial(self._key(key), include_history=True)
         if not entries:
             raise errors.KeyNotFoundError(f"no history for key {key!r} in bucket {self.bucket!r}")
         return entries
@@ -384,6 +427,9 @@ class KeyValue:
         by the JetStream timeout."""
         out: List[KeyValueEntry] = []
         with self.watch(keys, **opts) as watcher:
+            # A listing reads until nothing is pending: a count-ended marker
+            # would leave out keys rewritten (and so skipped) meanwhile.
+            watcher._first_consumer = None
             while True:
                 entry = watcher.next(timeout=self._js.timeout)
                 if entry is None:
@@ -401,7 +447,10 @@ class KeyValue:
         now = datetime.datetime.now(datetime.timezone.utc)
         for entry in markers:
             young = older_than > 0 and entry.created is not None and (now - entry.created).total_seconds() < older_than
-            self._js.purge_stream(self.stream_name, subject=self._pre + entry.key, keep=1 if young else None)
+            # Bounded by the marker's revision, not "all" / "keep 1": a value
+            # put after the listing must survive, and a young marker with it.
+            upto = entry.revision if young else entry.revision + 1
+            self._js.purge_stream(self.stream_name, subject=self._pre + entry.key, seq=upto)
         return len(markers)
 
     def status(self) -> KeyValueStatus:
@@ -411,6 +460,21 @@ class KeyValue:
         except _GONE as exc:
             raise self._gone(exc) from exc
 
+
+def initial_done(msg: Msg, first_consumer: Optional[str], initial: int) -> bool:
+    """Whether ``msg`` ends a watch's initial values: nothing is pending after
+    it (ADR-8), or it is the ``initial``-th delivery of the first server
+    consumer, as nats.go counts. That consumer delivers in stream order, so
+    its Nth message is at or past the last initial one; under steady writes
+    nothing-pending may never come. A consumer made by a reset starts by
+    sequence and also delivers superseded revisions: its count says nothing."""
+    meta = msg.metadata
+    if not meta.num_pending:
+        return True
+    return first_consumer is not None and meta.consumer == first_consumer and meta.sequence.consumer >= initial
+
+
+_REPLY_ROOM = "_INBOX." + "x" * 44  # the reply inbox of a publish, at its longest
 
 # A deleted bucket shows as a missing stream, or as nobody answering its subjects.
 _GONE = (errors.StreamNotFoundError, errors.NoRespondersError)
@@ -441,7 +505,15 @@ class KeyWatcher:
     it; each entry goes to one of them.
     """
 
-    def __init__(self, bucket: str, pre: str, ctx: MessagesContext, pending: Optional[int], ignore_deletes: bool) -> None:
+    def __init__(
+        self,
+        bucket: str,
+        pre: str,
+        ctx: MessagesContext,
+        pending: Optional[int],
+        ignore_deletes: bool,
+        first_consumer: Optional[str] = None,
+    ) -> None:
         self.bucket = bucket
         self._pre = pre
         self._ctx = ctx
@@ -449,6 +521,8 @@ class KeyWatcher:
         self._lock = threading.Lock()  # the marker bookkeeping below, shared by readers
         self._in_initial = bool(pending)  # initial entries still to come
         self._marker_due = pending == 0  # none to come: the marker first
+        self._initial = pending or 0
+        self._first_consumer = first_consumer  # the server consumer the initial pending was counted on
 
     def __repr__(self) -> str:
         return f"<KeyWatcher {self.bucket!r}>"
@@ -466,11 +540,14 @@ class KeyWatcher:
         """The next entry (or the ``None`` marker), waiting up to ``timeout``
         seconds (None: no limit). Raises :class:`TimeoutError` when nothing
         came (the watcher stays usable) and ConsumerStoppedError once stopped."""
+        t = options.optional_timeout("timeout", timeout)
+        # One deadline for the call: skipped deletes must not restart the wait.
+        deadline = None if t is None else time.monotonic() + t
         while True:
             if self._take_marker():
                 return None
             try:
-                msg = self._ctx.next(timeout)
+                msg = self._ctx.next(None if deadline is None else max(deadline - time.monotonic(), 0.0))
             except errors.StreamNotFoundError as exc:  # the bucket was deleted under the watch
                 if isinstance(exc, errors.BucketNotFoundError):
                     raise
@@ -490,10 +567,8 @@ class KeyWatcher:
             return due
 
     def _count(self, msg: Msg) -> None:
-        """The first entry with nothing pending after it ends the initial ones
-        (ADR-8). Not a count of the consumer's initial pending: writes made
-        meanwhile are delivered too and would end the count early."""
-        if not self._in_initial or msg.metadata.num_pending:
+        """Set the marker due after the last initial entry (see initial_done)."""
+        if not self._in_initial or not initial_done(msg, self._first_consumer, self._initial):
             return  # read without the lock: it only ever turns False
         with self._lock:
             if self._in_initial:

@@ -14,11 +14,12 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import dataclasses
 import datetime
 import hashlib
 import json
 import threading
-from typing import TYPE_CHECKING, Any, Deque, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
 
 from nats.nuid import NUID
 
@@ -53,6 +54,10 @@ __all__ = [
 
 PUT_WINDOW_BYTES = 8 * 1024 * 1024  # unacknowledged chunk bytes a put keeps in flight
 _ROLLUP = {"Nats-Rollup": "sub"}
+_INFO_RACES = 64  # writers that may get in between before an info write gives up
+# Failures of an info write after which it surely was not stored.
+_REFUSED = (errors.APIError, errors.NoRespondersError, errors.PermissionDeniedError, errors.InvalidOptionError,
+            errors.ObjectChangedError)  # fmt: skip
 _nuid = NUID()
 _nuid_lock = threading.Lock()  # NUID is not thread-safe
 
@@ -60,6 +65,14 @@ _nuid_lock = threading.Lock()  # NUID is not thread-safe
 def _next_nuid() -> str:
     with _nuid_lock:
         return _nuid.next().decode()
+
+
+def _claim(bucket: str, name: str, current: Optional[ObjectInfo], info: ObjectInfo, links_too: bool) -> ObjectInfo:
+    """``info`` to write over ``current``, unless that is a live object (or
+    link, when ``links_too``): ObjectAlreadyExistsError."""
+    if current is not None and not current.deleted and (links_too or not current.is_link):
+        raise errors.ObjectAlreadyExistsError(f"object {name!r} already exists in bucket {bucket!r}")
+    return info
 
 
 # -- managing buckets (JetStream's object-store methods delegate here) -----------------------
@@ -157,22 +170,39 @@ class ObjectStore:
         keywords override it. ``chunk_size`` is bytes per message (default
         128 KiB, at most the server's max_payload). Memory use is bounded by
         the window of unacknowledged chunks (8 MiB), not by the object's size.
-        On failure the chunks already stored are purged.
+        On failure the chunks already stored are purged, except when the
+        info was sent and its fate is unknown (no acknowledgement): if it was
+        stored after all the put succeeded and returns; if that cannot be
+        told, the put raises and the chunks stay, so that an info stored late
+        still reads back whole.
         """
         info = self._new_info(name, meta, description, headers, metadata, chunk_size)
         assert info.options is not None and info.options.max_chunk_size is not None  # _new_info sets it
         size = info.options.max_chunk_size
         chunks = obj.chunks_of(data, size)  # refuses other types before anything is sent
-        existing = self._info_or_none(info.name)
         subject = obj.chunk_subject(self.bucket, info.nuid)
         try:
             info.size, info.chunks, info.digest = self._send_chunks(subject, chunks, size)
-            self._publish_info(info)
         except BaseException:
-            self._purge_quietly(subject)
+            self._purge_quietly(subject)  # no info names these chunks
             raise
-        if existing is not None and not existing.deleted and existing.nuid:
-            self._purge_quietly(obj.chunk_subject(self.bucket, existing.nuid))
+        replaced: List[Optional[ObjectInfo]] = [None]
+
+        def replace(current: Optional[ObjectInfo]) -> ObjectInfo:
+            replaced[0] = current
+            return info
+
+        try:
+            self._write_info(info.name, replace)
+        except _REFUSED:
+            self._purge_quietly(subject)  # the info was not stored
+            raise
+        except BaseException:
+            # A lost ack: purging now could leave the name pointing at no chunks.
+            if not self._info_landed(info):
+                raise
+            info.mtime = datetime.datetime.now(datetime.timezone.utc)
+        self._purge_chunks_of(replaced[0])
         return info
 
     def _new_info(
@@ -228,12 +258,45 @@ class ObjectStore:
         except concurrent.futures.TimeoutError:
             raise errors.TimeoutError(f"no acknowledgement for a chunk of bucket {self.bucket!r}") from None
 
-    def _publish_info(self, info: ObjectInfo) -> None:
-        """Write ``info`` as the latest (rolled-up) info of its name; mtime is now."""
+    def _publish_info(self, info: ObjectInfo, last: int) -> None:
+        """Write ``info`` as the latest (rolled-up) info of its name if the
+        stored one is still at sequence ``last`` (0: none); mtime is now."""
         body = json.dumps(info.to_wire(), separators=(",", ":")).encode()
         with bucket_errors(self.bucket):
-            self._js.publish(obj.meta_subject(self.bucket, info.name), body, headers=_ROLLUP)
+            self._js.publish(obj.meta_subject(self.bucket, info.name), body, headers=_ROLLUP,
+                             expected_last_subject_seq=last)  # fmt: skip
         info.mtime = datetime.datetime.now(datetime.timezone.utc)
+
+    def _write_info(self, name: str, make: Callable[[Optional[ObjectInfo]], Optional[ObjectInfo]]) -> Optional[ObjectInfo]:
+        """Replace the stored info of ``name`` by ``make(stored)`` (None: write
+        nothing), as a compare-and-set: a writer that got in between makes it
+        read and try again, so what it replaced (returned) is known exactly
+        and its chunks can be purged; a blind write left them behind for good."""
+        for _ in range(_INFO_RACES):
+            current, seq = self._stored_or_none(name)
+            info = make(current)
+            if info is None:
+                return current
+            try:
+                self._publish_info(info, seq)
+            except errors.APIError as exc:
+                if exc.err_code not in errors.WRONG_LAST_SEQUENCE_CODES:
+                    raise
+                continue
+            return current
+        raise errors.ObjectChangedError(f"object {name!r} in bucket {self.bucket!r} kept changing; try again")
+
+    def _purge_chunks_of(self, replaced: Optional[ObjectInfo]) -> None:
+        """Purge the chunks of an info that was just replaced (best effort)."""
+        if replaced is not None and not replaced.deleted and not replaced.is_link and replaced.nuid:
+            self._purge_quietly(obj.chunk_subject(self.bucket, replaced.nuid))
+
+    def _info_landed(self, info: ObjectInfo) -> bool:
+        """Whether ``info`` is the stored info of its name now (False when that cannot be told)."""
+        try:
+            return self.get_info(info.name, show_deleted=True).nuid == info.nuid
+        except Exception:
+            return False
 
     def _purge(self, subject: str) -> None:
         with bucket_errors(self.bucket):
@@ -248,12 +311,18 @@ class ObjectStore:
         """Delete object ``name``: a delete marker replaces its info and its
         chunks are purged. ObjectNotFoundError if it never existed; deleting
         a deleted object does nothing."""
-        info = self.get_info(name, show_deleted=True)
-        if info.deleted:
-            return
-        info.deleted, info.size, info.chunks, info.digest = True, 0, 0, None
-        self._publish_info(info)
-        self._purge(obj.chunk_subject(self.bucket, info.nuid))
+        obj.check_object_name(self.bucket, name)
+
+        def mark(current: Optional[ObjectInfo]) -> Optional[ObjectInfo]:
+            if current is None:
+                raise self._not_found(name)
+            if current.deleted:
+                return None
+            return dataclasses.replace(current, deleted=True, size=0, chunks=0, digest=None)
+
+        deleted = self._write_info(name, mark)
+        if deleted is not None and not deleted.deleted and not deleted.is_link:
+            self._purge(obj.chunk_subject(self.bucket, deleted.nuid))
 
     def update_meta(self, name: str, meta: ObjectMeta) -> None:
         """Set the name, description, headers and metadata of object ``name``
@@ -266,22 +335,20 @@ class ObjectStore:
         description = options.optional_text("description", meta.description)
         headers = options.object_headers(meta.headers)
         metadata = options.string_map("metadata", meta.metadata)
-        info = self.get_info(name, show_deleted=True)
-        if info.deleted:
-            raise errors.ObjectDeletedError(404, 0, f"object {name!r} in bucket {self.bucket!r} is deleted")
-        info.description, info.headers, info.metadata = description, headers, metadata
-        if new_name != name:
-            self._check_free(new_name, links_too=True)
-        info.name = new_name
-        self._publish_info(info)
-        if new_name != name:
-            self._purge(obj.meta_subject(self.bucket, name))
 
-    def _check_free(self, name: str, links_too: bool) -> None:
-        """ObjectAlreadyExistsError if ``name`` holds a live object (or link, when ``links_too``)."""
-        existing = self._info_or_none(name)
-        if existing is not None and not existing.deleted and (links_too or not existing.is_link):
-            raise errors.ObjectAlreadyExistsError(f"object {name!r} already exists in bucket {self.bucket!r}")
+        def edit(current: Optional[ObjectInfo]) -> ObjectInfo:
+            if current is None:
+                raise self._not_found(name)
+            if current.deleted:
+                raise errors.ObjectDeletedError(404, 0, f"object {name!r} in bucket {self.bucket!r} is deleted")
+            return dataclasses.replace(current, name=new_name, description=description, headers=headers, metadata=metadata)
+
+        if new_name == name:
+            self._write_info(name, edit)  # a put in between is not undone
+            return
+        renamed = edit(self._stored_or_none(name)[0])
+        self._write_info(new_name, lambda current: _claim(self.bucket, new_name, current, renamed, links_too=True))
+        self._purge(obj.meta_subject(self.bucket, name))
 
     def add_link(self, name: str, target: ObjectInfo) -> ObjectInfo:
         """Make ``name`` a link to the object ``target`` (an info from any
@@ -305,9 +372,8 @@ class ObjectStore:
         return self._add_link(name, ObjectLink(store.bucket))
 
     def _add_link(self, name: str, link: ObjectLink) -> ObjectInfo:
-        self._check_free(name, links_too=False)
         info = ObjectInfo(name=name, options=ObjectMetaOptions(link=link), bucket=self.bucket, nuid=_next_nuid())
-        self._publish_info(info)
+        self._write_info(name, lambda current: _claim(self.bucket, name, current, info, links_too=False))
         return info
 
     # -- reading ------------------------------------------------------------------------
@@ -316,6 +382,13 @@ class ObjectStore:
         """The info of object ``name``; ObjectNotFoundError if there is none,
         ObjectDeletedError (one) if it is deleted, unless ``show_deleted``."""
         obj.check_object_name(self.bucket, name)
+        info = self._stored(name)[0]
+        if info.deleted and not show_deleted:
+            raise errors.ObjectDeletedError(404, 0, f"object {name!r} in bucket {self.bucket!r} is deleted")
+        return info
+
+    def _stored(self, name: str) -> Tuple[ObjectInfo, int]:
+        """The stored info of ``name`` and its message's sequence; ObjectNotFoundError when there is none."""
         try:
             with bucket_errors(self.bucket):
                 msg = self._js.get_msg(self.stream_name, last_by_subject=obj.meta_subject(self.bucket, name))
@@ -327,15 +400,17 @@ class ObjectStore:
         except ValueError as exc:
             raise errors.BadObjectMetaError(f"object info of {name!r} is not JSON") from exc
         info.mtime = msg.time
-        if info.deleted and not show_deleted:
-            raise errors.ObjectDeletedError(404, 0, f"object {name!r} in bucket {self.bucket!r} is deleted")
-        return info
+        return info, msg.seq
 
-    def _info_or_none(self, name: str) -> Optional[ObjectInfo]:
+    def _not_found(self, name: str) -> errors.ObjectNotFoundError:
+        about = f"object {name!r} not found in bucket {self.bucket!r}"
+        return errors.ObjectNotFoundError(404, errors.ErrorCode.MSG_NOT_FOUND, about)
+
+    def _stored_or_none(self, name: str) -> Tuple[Optional[ObjectInfo], int]:
         try:
-            return self.get_info(name, show_deleted=True)
+            return self._stored(name)
         except errors.ObjectNotFoundError:
-            return None
+            return None, 0
 
     def get(self, name: str, *, show_deleted: bool = False, timeout: float = DEFAULT_CHUNK_TIMEOUT) -> ObjectResult:
         """Object ``name`` as a readable stream (an :class:`ObjectResult`;
@@ -363,7 +438,7 @@ class ObjectStore:
     def list(self, *, show_deleted: bool = False) -> List[ObjectInfo]:
         """The info of every object (and link) in stream order; [] when empty."""
         out: List[ObjectInfo] = []
-        with self.watch(ignore_deletes=not show_deleted) as watcher:
+        with ObjectWatcher(self._js, self.bucket, False, not show_deleted, False, listing=True) as watcher:
             while True:
                 item = watcher.next(timeout=self._js.timeout)
                 if item is None:

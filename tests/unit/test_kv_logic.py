@@ -153,9 +153,10 @@ class FakeMessages:
         self.closed = True
 
 
-def kv_msg(key, seq, pending, headers=None, data=b"v"):
+def kv_msg(key, seq, pending, headers=None, data=b"v", consumer="c", cseq=None):
     ts = 1_700_000_000_000_000_000 + seq
-    return Msg(f"$KV.B.{key}", f"$JS.ACK.KV_B.c.1.{seq}.{seq}.{ts}.{pending}", data, headers)
+    cseq = seq if cseq is None else cseq
+    return Msg(f"$KV.B.{key}", f"$JS.ACK.KV_B.{consumer}.1.{seq}.{cseq}.{ts}.{pending}", data, headers)
 
 
 def drain(w):
@@ -185,6 +186,21 @@ def test_marker_when_the_last_initial_entry_is_an_ignored_delete():
     assert drain(w) == [("a", 1, 1, "PUT"), None, ("b", 3, 0, "PUT")]
 
 
+def test_marker_once_the_first_consumer_delivered_the_initial_pending():
+    # Writes keep coming (pending never 0): the count of the first consumer ends the initial values.
+    msgs = [kv_msg("a", 1, 3), kv_msg("b", 2, 3), kv_msg("a", 3, 3)]
+    w = KeyWatcher("B", "$KV.B.", FakeMessages(msgs), 2, False, "c")
+    assert drain(w) == [("a", 1, 3, "PUT"), ("b", 2, 3, "PUT"), None, ("a", 3, 3, "PUT")]
+
+
+def test_a_reset_consumer_count_does_not_end_the_initial_values():
+    # After a reset deliveries restart by sequence and include superseded revisions.
+    msgs = [kv_msg("a", 1, 3), kv_msg("b", 5, 3, consumer="c2", cseq=1), kv_msg("b", 6, 3, consumer="c2", cseq=2),
+            kv_msg("c", 7, 0, consumer="c2", cseq=3)]  # fmt: skip
+    w = KeyWatcher("B", "$KV.B.", FakeMessages(msgs), 2, False, "c")
+    assert [e and e[1] for e in drain(w)] == [1, 5, 6, 7, None]
+
+
 def test_no_marker_for_updates_only_and_entry_fields():
     w = KeyWatcher("B", "$KV.B.", FakeMessages([kv_msg("x.y", 9, 0, {"Nats-Marker-Reason": "MaxAge"}, b"")]), None, False)
     e = w.next(timeout=0)
@@ -198,3 +214,17 @@ def test_stop_ends_iteration():
     with KeyWatcher("B", "$KV.B.", ctx, None, False) as w:
         w.stop()
         assert list(w) == [] and w.closed
+
+
+@pytest.mark.parametrize(
+    "api, put_pre",
+    [("$JS.API", "$KV.B."), ("$JS.hub.API", "$KV.B."), ("fromA", "fromA.$KV.B."), ("x.y", "x.y.$KV.B.")],
+)
+def test_writes_go_through_an_imported_api_prefix_but_not_a_domain(api, put_pre):
+    from types import SimpleNamespace
+
+    from jetstream_sync.kv import KeyValue
+
+    info = SimpleNamespace(config=SimpleNamespace(name="KV_B", allow_direct=True))
+    kv = KeyValue(SimpleNamespace(api_prefix=api), info)
+    assert (kv._pre, kv._put_pre) == ("$KV.B.", put_pre)

@@ -192,6 +192,13 @@ def test_chunks_of_short_reads_and_text():
     assert list(obj.chunks_of("héllo", 3)) == [b"h\xc3\xa9", b"llo"]
 
 
+def test_chunks_of_a_non_blocking_reader_with_no_data_yet_is_an_error_not_the_end():
+    # read() -> None was taken for the end: put() stored the object cut short and returned success.
+    reads = iter([b"abc", None, b"def", b""])
+    with pytest.raises(jss.InvalidOptionError, match="non-blocking"):
+        list(obj.chunks_of(type("NB", (), {"read": lambda self, n: next(reads)})(), 4))
+
+
 def test_chunks_of_refuses_other_types_at_once():
     with pytest.raises(jss.InvalidOptionError):
         obj.chunks_of(42, 4)
