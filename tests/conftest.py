@@ -46,13 +46,15 @@ def nc(server: NatsServer) -> Iterator[jss.Client]:
     yield client
     if not client.is_closed:
         js = client.jetstream()
-        for name in js.stream_names():
+        names = js.stream_names()
+        for name in names:
             js.delete_stream(name)
         # The server renames a deleted stream's directory and removes it in the
         # background; a test re-creating the same name before that is done once
         # got the old stream's last sequence (KV_TEST at 3 instead of 1).
         streams = os.path.join(server.store_dir, "jetstream", "$G", "streams")
-        wait_until(lambda: not os.path.isdir(streams) or not os.listdir(streams), timeout=10)
+        left = [os.path.join(streams, d) for name in names for d in (name, "." + name)]
+        wait_until(lambda: not any(os.path.exists(p) for p in left), timeout=30)
     client.close()
 
 
