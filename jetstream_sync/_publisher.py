@@ -90,7 +90,6 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
         self._waiters: List[Any] = []
         self._done_callbacks: List[Callable[["concurrent.futures.Future[PubAck]"], object]] = []
         self._publisher = publisher
-        self._raw: Optional[bytes] = None  # a PubAck reply not parsed yet (see set_ack_reply)
 
     @property
     def _condition(self) -> threading.Condition:
@@ -130,51 +129,19 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
         if not self._finish_unwatched(None, exception):
             super().set_exception(exception)
 
-    def set_ack_reply(self, data: bytes) -> None:
-        """Resolve with a PubAck reply; parsed when first read if nobody is
-        waiting yet (most results of publish_async are never read)."""
-        if not (data.startswith(b'{"stream":') and b'"error"' not in data):
-            self._set_parsed(data)  # an error, or not the usual shape: decide now
-            return
-        self._raw = data
-        if not self._finish_unwatched(None, None):  # a waiter: it gets the parsed PubAck
-            self._raw = None
-            self._set_parsed(data)
-
-    def _set_parsed(self, data: bytes) -> None:
-        try:
-            ack = parse_puback(data)
-        except errors.JetStreamError as exc:
-            self.set_exception(exc)
-        else:
-            self.set_result(ack)
-
-    def _parsed(self) -> Optional[BaseException]:
-        """Parse a deferred reply (idempotent: two threads may race here)."""
-        raw = self._raw
-        if raw is not None:
-            try:
-                self._result = parse_puback(raw)
-            except errors.JetStreamError as exc:  # a malformed success reply
-                self._exception = exc
-            self._raw = None
-        return self._exception
-
     def result(self, timeout: Optional[float] = None) -> PubAck:
-        if self._state != _FINISHED:
-            self._before_wait()
-            super().result(timeout)  # raises what was set, or on timeout / cancel
-        exc = self._parsed()
-        if exc is not None:
-            raise exc
-        return cast(PubAck, self._result)  # finished without an exception: a PubAck was set
+        if self._state == _FINISHED:
+            if self._exception is not None:
+                raise self._exception
+            return cast(PubAck, self._result)  # finished without an exception: a PubAck was set
+        self._before_wait()
+        return super().result(timeout)
 
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
-        if self._state != _FINISHED:
-            self._before_wait()
-            if super().exception(timeout) is not None:
-                return self._exception
-        return self._parsed()
+        if self._state == _FINISHED:
+            return self._exception
+        self._before_wait()
+        return super().exception(timeout)
 
     def _before_wait(self) -> None:
         # The loop thread resolves this future: waiting on it there never ends.
@@ -403,10 +370,11 @@ class AsyncPublisher(Batcher):
             self._done(entry, self._make_reply(subject, reply, data, self.conn, headers), None)
             return
         try:
-            entry.future.set_ack_reply(data)
-        except concurrent.futures.InvalidStateError:  # cancelled by the user meanwhile
-            pass
-        self._completed_one()
+            ack = parse_puback(data)
+        except errors.JetStreamError as exc:
+            self._fail(entry, exc)
+        else:
+            self._done(entry, ack, None)
 
     def _no_responders(self, entry: _Pending) -> None:
         if self._make_reply is not None:
@@ -484,9 +452,6 @@ class AsyncPublisher(Batcher):
                 future.set_result(ack)
         except concurrent.futures.InvalidStateError:  # cancelled by the user meanwhile
             pass
-        self._completed_one()
-
-    def _completed_one(self) -> None:
         # Only the loop thread (or fail_all once it stopped) counts completions,
         # so no lock here; a waiter bumps _waiters before it checks _completed
         # and this reads _waiters after the increment, so one of them sees the other.
