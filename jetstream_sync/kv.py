@@ -306,7 +306,7 @@ class KeyValue:
         limit = self._info.config.max_msg_size if self._info.config is not None else None
         if not limit or limit < 0 or not isinstance(value, (bytes, bytearray, memoryview, str)):
             return  # other types: publish refuses them
-        size = len(value.encode()) if isinstance(value, str) else memoryview(value).nbytes
+        size = len(options.as_bytes(value)) if isinstance(value, str) else memoryview(value).nbytes
         size += len(options.header_block(headers)) if headers else 0
         if size <= limit:
             return

@@ -124,7 +124,10 @@ def as_bytes(data: Any) -> bytes:
     if isinstance(data, (bytearray, memoryview)):
         return bytes(data)
     if isinstance(data, str):
-        return data.encode()
+        try:
+            return data.encode()
+        except UnicodeEncodeError as exc:  # a lone surrogate: not text that UTF-8 can carry
+            raise errors.InvalidOptionError(f"data is not valid UTF-8 text: {exc.reason} at {exc.start}") from None
     raise errors.InvalidOptionError(f"data must be bytes or str, not {type(data).__name__}")
 
 

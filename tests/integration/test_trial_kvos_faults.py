@@ -321,6 +321,9 @@ def test_values_over_max_value_size_and_overlong_keys_are_refused_before_sending
                  lambda: kv.delete(long_key)):  # fmt: skip
         with pytest.raises(jss.InvalidKeyError, match="too long"):
             call()
+    for call in (lambda: kv.put("k", "a\ud800"), lambda: js.publish("$KV.SIZED.k", "a\ud800")):  # a lone surrogate
+        with pytest.raises(jss.InvalidOptionError, match="not valid UTF-8 text"):
+            call()
     with pytest.raises(jss.TimeoutError):
         spy.next_msg(timeout=0.2)  # nothing was published
     # The refusal asked the server for the limit (it may have grown) but sent no value.

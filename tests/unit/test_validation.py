@@ -4,7 +4,7 @@ headers and wire limits. Pure functions, no server."""
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync import errors
+from jetstream_sync import errors, options
 from jetstream_sync.options import (
     MAX_CONTROL_LINE,
     MAX_DURATION,
@@ -381,3 +381,9 @@ def test_term_reason_rejects_multiline_non_str_and_oversized_reasons(reason, max
     with pytest.raises(errors.InvalidOptionError) as info:
         term_reason(reason, max_payload)
     assert message in str(info.value)
+
+
+def test_str_data_that_utf8_cannot_carry_is_refused_clearly():
+    assert options.as_bytes("hé") == "hé".encode()
+    with pytest.raises(jss.InvalidOptionError, match="not valid UTF-8 text"):
+        options.as_bytes("a\ud800b")  # a lone surrogate
