@@ -70,6 +70,12 @@ def publish_headers(
     return out or None
 
 
+def check_line(subject: str) -> None:
+    """Refuse a subject whose PUB line, with the publisher's longest reply
+    inbox, would pass the server's control-line limit."""
+    options.control_line(subject, "x" * _REPLY_ROOM)
+
+
 def check_publish(conn: "Connection", subject: str, payload: bytes, headers: Optional[Dict[str, str]]) -> bytes:
     """Validate a publish in the calling thread; returns its header block (b"" if none).
 
@@ -80,7 +86,7 @@ def check_publish(conn: "Connection", subject: str, payload: bytes, headers: Opt
     options.subject(subject)
     hdr = options.header_block(headers) if headers else b""
     if len(subject) > _SHORT_SUBJECT:  # shorter ones fit the control line even in 4-byte UTF-8
-        options.control_line(subject, "x" * _REPLY_ROOM)
+        check_line(subject)
     total = len(hdr) + len(payload)
     if total > conn.max_payload:
         options.payload_size(total, conn.max_payload)

@@ -33,6 +33,7 @@ from .models import (
     StreamConfig,
     StreamInfo,
 )
+from ._publish import check_line
 from .ordered import OrderedConsumer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -294,7 +295,7 @@ class KeyValue:
         (else put refused it as a long subject and get/history asked the server)."""
         options.kv_key(key)
         try:
-            options.control_line(self._put_pre + key, _REPLY_ROOM)
+            check_line(self._put_pre + key)
         except errors.InvalidOptionError as exc:
             raise errors.InvalidKeyError(f"key is too long ({len(key)} characters): {exc}") from None
         return cast(str, key)
@@ -473,8 +474,6 @@ def initial_done(msg: Msg, first_consumer: Optional[str], initial: int) -> bool:
         return True
     return first_consumer is not None and meta.consumer == first_consumer and meta.sequence.consumer >= initial
 
-
-_REPLY_ROOM = "_INBOX." + "x" * 44  # the reply inbox of a publish, at its longest
 
 # A deleted bucket shows as a missing stream, or as nobody answering its subjects.
 _GONE = (errors.StreamNotFoundError, errors.NoRespondersError)

@@ -286,10 +286,14 @@ class ObjectStore:
             return current
         raise errors.ObjectChangedError(f"object {name!r} in bucket {self.bucket!r} kept changing; try again")
 
-    def _purge_chunks_of(self, replaced: Optional[ObjectInfo]) -> None:
-        """Purge the chunks of an info that was just replaced (best effort)."""
+    def _purge_chunks_of(self, replaced: Optional[ObjectInfo], quietly: bool = True) -> None:
+        """Purge the chunks of an info that was just replaced (``quietly``: best effort)."""
         if replaced is not None and not replaced.deleted and not replaced.is_link and replaced.nuid:
-            self._purge_quietly(obj.chunk_subject(self.bucket, replaced.nuid))
+            subject = obj.chunk_subject(self.bucket, replaced.nuid)
+            if quietly:
+                self._purge_quietly(subject)
+            else:
+                self._purge(subject)
 
     def _info_landed(self, info: ObjectInfo) -> bool:
         """Whether ``info`` is the stored info of its name now (False when that cannot be told)."""
@@ -320,9 +324,7 @@ class ObjectStore:
                 return None
             return dataclasses.replace(current, deleted=True, size=0, chunks=0, digest=None)
 
-        deleted = self._write_info(name, mark)
-        if deleted is not None and not deleted.deleted and not deleted.is_link:
-            self._purge(obj.chunk_subject(self.bucket, deleted.nuid))
+        self._purge_chunks_of(self._write_info(name, mark), quietly=False)
 
     def update_meta(self, name: str, meta: ObjectMeta) -> None:
         """Set the name, description, headers and metadata of object ``name``

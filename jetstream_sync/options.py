@@ -18,7 +18,7 @@ import math
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple, cast
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple, cast
 
 from . import errors
 
@@ -160,7 +160,7 @@ def optional_timeout(name: str, value: Any) -> Optional[float]:
 
 _PLAIN_SUBJECT = re.compile(r"[\w$\-:]+(?:\.[\w$\-:]+)*", re.ASCII)
 # Plain subjects already checked: a program publishes to a few, many times over.
-_CHECKED: Dict[str, bool] = {}
+_CHECKED: Set[str] = set()
 
 
 def subject(value: Any, *, what: str = "subject", wildcards: bool = False) -> str:
@@ -172,7 +172,7 @@ def subject(value: Any, *, what: str = "subject", wildcards: bool = False) -> st
             return value
         if _PLAIN_SUBJECT.fullmatch(value):  # the common case, one C call
             if len(_CHECKED) < 1024:
-                _CHECKED[value] = True
+                _CHECKED.add(value)
             return value
     if not isinstance(value, str) or not value:
         raise errors.InvalidOptionError(f"{what} must be a non-empty string, got {value!r}")

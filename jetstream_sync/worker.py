@@ -232,7 +232,7 @@ class Worker:
         _log.info("worker: consuming %s with %d thread(s)", name, self._concurrency)
         if self._ack_policy in _POLICY_FATE:
             _log.warning(
-                "worker: %s has ack_policy %s: %s; use explicit", name, self._ack_policy, _POLICY_WARNING[self._ack_policy]
+                "worker: %s has ack_policy %s: %s; use explicit", name, self._ack_policy, _POLICY_FATE[self._ack_policy][1]
             )
         for t in self._threads:
             t.start()
@@ -377,7 +377,7 @@ class Worker:
         brings nothing back, and the log must not promise a retry."""
         fate = _POLICY_FATE.get(self._ack_policy)
         if fate is not None:
-            return fate
+            return fate[0]
         try:
             delivered = msg.metadata.num_delivered
         except errors.JetStreamError:
@@ -490,15 +490,14 @@ def _check_pull_options(given: Mapping[str, Any]) -> None:
     options.consume_options(**{k: v for k, v in given.items() if k in options.CONSUME_OPTION_NAMES})
 
 
-# Ack policies under which a failed message may not come back, whatever the NAK.
+# Ack policies under which a failed message may not come back, whatever the
+# NAK: (its log line's fate, the warning at start).
 _POLICY_FATE = {
-    "none": "not redelivered: the consumer's ack_policy is none",
-    "all": "NAK'd, but the ack of a later message settles it too (ack_policy all)",
-}
-_POLICY_WARNING = {
-    "none": "a message whose handler fails is not redelivered",
-    "all": "the ack of a later message settles an earlier failed one, which is then not redelivered",
-}
+    "none": ("not redelivered: the consumer's ack_policy is none",
+             "a message whose handler fails is not redelivered"),
+    "all": ("NAK'd, but the ack of a later message settles it too (ack_policy all)",
+            "the ack of a later message settles an earlier failed one, which is then not redelivered"),
+}  # fmt: skip
 
 
 class _SignalWhileConnecting(BaseException):

@@ -543,33 +543,29 @@ def test_a_signal_while_connecting_stops_the_worker_at_once(tmp_path, sig):
 # -- the command line ----------------------------------------------------------------------
 
 
+def _worker(handler="os:getpid", server="nats://x", *more):
+    """A worker command line with the stream, consumer and server given."""
+    return ["worker", handler, "--stream", "S", "--consumer", "C", *(["--server", server] if server else []), *more]
+
+
 @pytest.mark.parametrize(
     "argv, match",
     [
         (["worker"], "required"),
-        (["worker", "nohandler", "--stream", "S", "--consumer", "C", "--server", "nats://x"], "module:function"),
-        (["worker", "no_such_mod_x:h", "--stream", "S", "--consumer", "C", "--server", "nats://x"], "cannot import"),
-        (["worker", "os:no_such_fn", "--stream", "S", "--consumer", "C", "--server", "nats://x"], "has no"),
-        (["worker", "os:sep", "--stream", "S", "--consumer", "C", "--server", "nats://x"], "not callable"),
-        (["worker", "os:getpid", "--stream", "S", "--consumer", "C"], "NATS_URL"),
-        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://x", "--concurrency", "0"],
-         "concurrency"),
-        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://x", "--log-level", "LOUD"],
-         "log level"),
-        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://x", "--creds", "/no/file"],
-         "credentials"),
-        (["worker", "asyncio:sleep", "--stream", "S", "--consumer", "C", "--server", "nats://x"],
-         "handler 'asyncio:sleep' is an async def"),
-        (["worker", "ast:walk", "--stream", "S", "--consumer", "C", "--server", "nats://x"],
-         "not a generator function"),
-        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "http://127.0.0.1:4222"],
-         "unsupported URL scheme 'http'"),
-        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://u:s3cr3t@127.0.0.1:99999"],
-         "invalid server URL nats://u:***@127.0.0.1:99999"),
-        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://u:s3/cr3t@127.0.0.1:4222"],
-         "invalid server URL nats://u:***@127.0.0.1:4222"),
-        (["worker", "os:getpid", "--stream", "S", "--consumer", "C", "--server", "nats://s3#cr3t@127.0.0.1:4222"],
-         "invalid server URL nats://***@127.0.0.1:4222"),
+        (_worker("nohandler"), "module:function"),
+        (_worker("no_such_mod_x:h"), "cannot import"),
+        (_worker("os:no_such_fn"), "has no"),
+        (_worker("os:sep"), "not callable"),
+        (_worker(server=None), "NATS_URL"),
+        (_worker("os:getpid", "nats://x", "--concurrency", "0"), "concurrency"),
+        (_worker("os:getpid", "nats://x", "--log-level", "LOUD"), "log level"),
+        (_worker("os:getpid", "nats://x", "--creds", "/no/file"), "credentials"),
+        (_worker("asyncio:sleep"), "handler 'asyncio:sleep' is an async def"),
+        (_worker("ast:walk"), "not a generator function"),
+        (_worker(server="http://127.0.0.1:4222"), "unsupported URL scheme 'http'"),
+        (_worker(server="nats://u:s3cr3t@127.0.0.1:99999"), "invalid server URL nats://u:***@127.0.0.1:99999"),
+        (_worker(server="nats://u:s3/cr3t@127.0.0.1:4222"), "invalid server URL nats://u:***@127.0.0.1:4222"),
+        (_worker(server="nats://s3#cr3t@127.0.0.1:4222"), "invalid server URL nats://***@127.0.0.1:4222"),
     ],
 )  # fmt: skip
 def test_cli_usage_errors_exit_2_with_one_line(argv, match, capsys, monkeypatch):
