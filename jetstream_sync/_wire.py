@@ -26,8 +26,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import time
-from typing import Any, Callable, Deque, Dict, List, Optional, Protocol
+from typing import Any, Callable, Deque, Dict, List, Optional, Protocol, TypeVar
 
 import nats.errors as _nerr
 from nats.aio.client import Client as _NatsClient
@@ -56,6 +57,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+_T = TypeVar("_T", bound=type)
 
 # handler(subject: bytes, reply: bytes, data: bytes, headers: Optional[bytes])
 Handler = Callable[[bytes, bytes, bytes, Optional[bytes]], None]
@@ -136,6 +138,33 @@ class _Done:
 _DONE = _Done()
 
 
+def _load_speedups() -> Any:
+    """The C accelerator's scan(), or None (not built, or JETSTREAM_SYNC_SPEEDUPS=0)."""
+    if os.environ.get("JETSTREAM_SYNC_SPEEDUPS", "1") == "0":
+        return None
+    try:
+        from . import _speedups
+    except ImportError:
+        return None
+    return _speedups.scan
+
+
+_built_in_place: Optional[type] = None
+
+
+def built_in_place(cls: _T) -> _T:
+    """Class decorator: the accelerator may build instances of ``cls`` (a
+    sink's ``make``) without running ``__init__``, setting its slots as
+    WireMsg's ``__init__`` does (``_speedups.c`` names them)."""
+    global _built_in_place
+    _built_in_place = cls
+    return cls
+
+
+def _handler_failed(exc: BaseException) -> None:
+    _log.error("message handler failed", exc_info=exc)
+
+
 _MAX_CONTROL = 4096  # a bound for finding a control line's end (longer ones are still found)
 _SPLIT_BELOW = 4096  # payload size below which a read is split at once
 
@@ -157,6 +186,7 @@ class FastParser(Parser):
         super().__init__(nc)
         self._handlers = handlers
         self._sinks = sinks
+        self._scan = _load_speedups()
         # Bytes the buffer must hold before a message split over reads is
         # complete: until then a read is only appended, so a large message
         # costs one copy, not one copy of the whole buffer per read.
@@ -183,9 +213,13 @@ class FastParser(Parser):
         # the payload is sliced from b and its pieces skipped. Large ones: the
         # split would scan every payload byte (~1 ns each), so control lines
         # are found one by one with a bounded search instead.
-        first = buf[: max(find(b"\r\n", 0, _MAX_CONTROL), 0)]
-        size0 = first[first.rfind(b" ") + 1 :]  # the first message's size
-        split = size0.isdigit() and int(size0) < _SPLIT_BELOW
+        scan = self._scan
+        if scan is None:
+            first = buf[: max(find(b"\r\n", 0, _MAX_CONTROL), 0)]
+            size0 = first[first.rfind(b" ") + 1 :]  # the first message's size
+            split = size0.isdigit() and int(size0) < _SPLIT_BELOW
+        else:
+            split = False  # the accelerator reads the buffer in place; Python takes what it leaves
         # Small messages work on one bytes copy of the read; large ones slice
         # each payload straight out of the buffer (one copy, not two).
         b: Any = bytes(buf) if split else memoryview(buf)
@@ -203,6 +237,13 @@ class FastParser(Parser):
         handler: Optional[Handler] = None
         try:
             while i < last and pos < n:
+                if scan is not None:
+                    pos, scanned, scanned_size = scan(buf, pos, sinks, handlers, batches, _built_in_place, _handler_failed)
+                    count += scanned
+                    size_in += scanned_size
+                    if pos >= n:
+                        break
+                    cur_sid = b""  # its batches may be new lists
                 if split:
                     line = lines[i]
                 else:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Dict, Optional, Tuple
 from nats.aio.msg import Msg as _NatsMsg
 
 from . import errors, options
-from ._wire import parse_header_lines
+from ._wire import built_in_place, parse_header_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._connection import Connection
@@ -304,8 +304,11 @@ def reply_bytes(msg: Msg) -> bytes:
     return msg._reply
 
 
+@built_in_place
 class WireMsg(Msg):
-    """A Msg made by the protocol parser: subject and reply as received."""
+    """A Msg made by the protocol parser: subject and reply as received.
+    The C accelerator builds it without calling ``__init__``: a slot added
+    here must be added to ``_speedups.c`` too (a unit test compares them)."""
 
     __slots__ = ()
 

@@ -1,9 +1,27 @@
 """The fast MSG/HMSG parser: same messages as nats-py's, whatever the read boundaries."""
 
 import asyncio
+import logging
 import random
 
+import pytest
+
+from jetstream_sync import _wire
 from jetstream_sync._wire import FastParser, pub_command
+from jetstream_sync.message import Msg, WireMsg
+
+C_SCAN = _wire._load_speedups()
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def parser_kind(request, monkeypatch):
+    """Every test runs with the C accelerator's scan and with the Python loop alone."""
+    if request.param == "c":
+        if C_SCAN is None:
+            pytest.skip("the C accelerator is not built here")
+    else:
+        monkeypatch.setattr(_wire, "_load_speedups", lambda: None)
+    return request.param
 
 
 class FakeClient:
@@ -191,3 +209,97 @@ def test_large_message_split_over_many_reads_is_copied_once():
     assert [g[0] for g in got] == [b"big", b"s.1"]
     assert got[0][2] == payload and got[1][2] == b"ok"
     assert CountingBuffer.copies <= 3, CountingBuffer.copies
+
+
+def test_accelerator_matches_its_switch(parser_kind):
+    parser = FastParser(FakeClient(), {}, {})
+    assert (parser._scan is not None) == (parser_kind == "c")
+
+
+class WireSink(RecordingSink):
+    make = WireMsg
+
+
+def msg_slots(msg):
+    return {name: getattr(msg, name) for name in Msg.__slots__}
+
+
+def test_messages_built_in_place_equal_the_constructed_ones():
+    data, expected = stream_bytes()
+    sink = WireSink()
+    parser = FastParser(FakeClient(), {}, {1: sink})
+    asyncio.run(parser.parse(data))
+    msgs = [m for m in sink.got if not isinstance(m, tuple)]
+    want = [WireMsg(s, r, d, "conn", h) for s, r, d, h in expected if s != b"status"]
+    assert [type(m) for m in msgs] == [WireMsg] * len(want)
+    assert [msg_slots(m) for m in msgs] == [msg_slots(m) for m in want]
+    assert msgs[0].headers == {"X-I": "0"} and msgs[0].size == want[0].size
+
+
+def test_a_failing_handler_is_logged_and_the_rest_delivered(caplog):
+    got = []
+
+    def handler(subject, reply, data, headers):
+        got.append(data)
+        if data == b"2":
+            raise RuntimeError("boom")
+
+    stream = b"".join(b"MSG s 1 1\r\n%d\r\n" % i for i in range(5))
+    parser = FastParser(FakeClient(), {1: handler}, {})
+    with caplog.at_level(logging.ERROR, logger="jetstream_sync._wire"):
+        asyncio.run(parser.parse(stream))
+    assert got == [b"0", b"1", b"2", b"3", b"4"]
+    failed = [r for r in caplog.records if r.getMessage() == "message handler failed"]
+    assert len(failed) == 1 and "boom" in str(failed[0].exc_info[1])
+
+
+def outcome(chunks, use_c, monkeypatch):
+    """What a parser made of a byte stream: sink messages, handler calls,
+    nats-py's share, pings, and the error it raised (if any)."""
+    nc = FakeClient()
+    got = []
+    sink = RecordingSink()
+
+    async def run():
+        parser = FastParser(nc, {3: lambda *a: got.append(a)}, {1: sink})
+        for chunk in chunks:
+            await parser.parse(chunk)
+
+    with monkeypatch.context() as m:
+        if not use_c:
+            m.setattr(_wire, "_load_speedups", lambda: None)
+            # Payloads found by offset, as the accelerator does (split mode
+            # reads a stream whose CRLF after a payload is mangled otherwise).
+            m.setattr(_wire, "_SPLIT_BELOW", 0)
+        try:
+            asyncio.run(run())
+            error = None
+        except Exception as exc:
+            error = type(exc)
+    return sink.got, got, nc.generic, nc.pings, nc.stats, error
+
+
+def test_mangled_streams_read_the_same_with_and_without_the_accelerator(parser_kind, monkeypatch):
+    """Bytes flipped, dropped or doubled anywhere: the accelerator leaves what
+    it does not read exactly to the Python loop, so both end the same."""
+    if parser_kind != "c":
+        pytest.skip("compares the two itself (in its [c] run)")
+    data, _ = stream_bytes()
+    data = data.replace(b"MSG other 2 ", b"MSG other 3 ")  # some for the plain handler
+    rng = random.Random(23)
+    noise = b" \t\r\n0123456789MSGHP+-.x"
+    for _ in range(150):
+        b = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randrange(len(b))
+            kind = rng.random()
+            if kind < 0.5:
+                b[at] = rng.choice(noise)
+            elif kind < 0.75:
+                del b[at]
+            else:
+                b.insert(at, rng.choice(noise))
+        b = bytes(b)
+        cuts = sorted(rng.sample(range(1, len(b)), 20))
+        chunks = [b[x:y] for x, y in zip([0] + cuts, cuts + [len(b)])]
+        assert outcome(chunks, True, monkeypatch) == outcome(chunks, False, monkeypatch)

@@ -1,0 +1,369 @@
+/* Optional C accelerator for the protocol parser's hot loop (see _wire.py).
+ *
+ * scan() takes the run of MSG/HMSG messages at the start of a read buffer
+ * and does what FastParser.parse's Python loop does for them: builds each
+ * message of a sink's subscription and appends it to that sink's batch, and
+ * calls plain handlers. It stops, returning the position, at anything else:
+ * PING/PONG, INFO, a status message, an unregistered sid, an incomplete
+ * message, or any control line it does not read exactly as the server
+ * writes it (single spaces, plain digits). Python then takes that one item,
+ * so the accelerator is never the only reader of a case.
+ *
+ * Without a C compiler the package installs without this module and
+ * _wire.py's Python loop does the same work.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <string.h>
+
+/* The slots WireMsg.__init__ sets, in this order. */
+enum { S_SUBJECT, S_REPLY, S_DATA, S_HDR_RAW, S_CONN, S_HEADERS, S_ACKED, S_META, N_SLOTS };
+static const char *const slot_names[N_SLOTS] = {
+    "_subject", "_reply", "data", "_hdr_raw", "_conn", "_headers", "_acked", "_meta",
+};
+
+static PyTypeObject *wire_type = NULL; /* the type whose slot offsets are known */
+static Py_ssize_t wire_off[N_SLOTS];
+
+/* Learn where the message type keeps its slots; 0 when it is not a plain
+ * slotted type (then its constructor is called instead). */
+static int learn_wire(PyTypeObject *t) {
+    if (t == wire_type) {
+        return 1;
+    }
+    if (t->tp_dictoffset != 0 || t->tp_alloc == NULL) {
+        return 0;
+    }
+    Py_ssize_t off[N_SLOTS];
+    for (int i = 0; i < N_SLOTS; i++) {
+        PyObject *d = PyObject_GetAttrString((PyObject *)t, slot_names[i]);
+        if (d == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type);
+        if (ok) {
+            PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+            ok = m->type == T_OBJECT_EX && !(m->flags & READONLY);
+            off[i] = m->offset;
+        }
+        Py_DECREF(d);
+        if (!ok) {
+            return 0;
+        }
+    }
+    memcpy(wire_off, off, sizeof(off));
+    Py_XDECREF(wire_type);
+    Py_INCREF(t);
+    wire_type = t;
+    return 1;
+}
+
+/* A WireMsg built as its __init__ would, without running Python. Steals
+ * nothing: every value gets a new reference. */
+static PyObject *new_wire(PyObject *subject, PyObject *reply, PyObject *data, PyObject *conn, PyObject *hdr) {
+    PyObject *o = wire_type->tp_alloc(wire_type, 0);
+    if (o == NULL) {
+        return NULL;
+    }
+    PyObject *vals[N_SLOTS] = {subject, reply, data, hdr, conn, Py_None, Py_False, Py_None};
+    for (int i = 0; i < N_SLOTS; i++) {
+        Py_INCREF(vals[i]);
+        *(PyObject **)((char *)o + wire_off[i]) = vals[i];
+    }
+    return o;
+}
+
+/* Plain ASCII digits, 1 to 15 of them (a size or sid the server writes). */
+static int read_number(const char *p, Py_ssize_t len, long long *out) {
+    if (len < 1 || len > 15) {
+        return 0;
+    }
+    long long v = 0;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        if (p[i] < '0' || p[i] > '9') {
+            return 0;
+        }
+        v = v * 10 + (p[i] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+typedef struct {
+    const char *p;
+    Py_ssize_t len;
+} token;
+
+/* Split a control line on single spaces. 0 when any token is empty or holds
+ * whitespace other than the separating spaces (Python's split() reads those). */
+static int split_line(const char *p, Py_ssize_t len, token *toks, int max, int *ntok) {
+    int n = 0;
+    Py_ssize_t start = 0;
+    for (Py_ssize_t i = 0; i <= len; i++) {
+        char c = i < len ? p[i] : ' ';
+        if (c == ' ') {
+            if (i == start || n == max) {
+                return 0;
+            }
+            toks[n].p = p + start;
+            toks[n].len = i - start;
+            n++;
+            start = i + 1;
+        } else if (c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') {
+            return 0;
+        }
+    }
+    *ntok = n;
+    return 1;
+}
+
+/* Report a handler's exception through log_fn(exc) and go on. */
+static void report(PyObject *log_fn) {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#else
+    PyObject *type, *exc, *tb;
+    PyErr_Fetch(&type, &exc, &tb);
+    PyErr_NormalizeException(&type, &exc, &tb);
+    if (tb != NULL && exc != NULL) {
+        PyException_SetTraceback(exc, tb);
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+#endif
+    PyObject *r = PyObject_CallOneArg(log_fn, exc != NULL ? exc : Py_None);
+    if (r == NULL) {
+        PyErr_WriteUnraisable(log_fn);
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(exc);
+}
+
+typedef struct {
+    const char *sid;  /* the sid bytes of the cached lookup, in the buffer */
+    Py_ssize_t sid_len;
+    PyObject *sink, *make, *conn, *batch, *handler; /* owned */
+    PyObject *subject;                              /* the last subject made, reused while equal */
+} cache;
+
+static void cache_clear(cache *c) {
+    Py_CLEAR(c->sink);
+    Py_CLEAR(c->make);
+    Py_CLEAR(c->conn);
+    Py_CLEAR(c->batch);
+    Py_CLEAR(c->handler);
+    c->sid = NULL;
+    c->sid_len = 0;
+}
+
+/* Look up a sid: 1 found (sink or handler cached), 0 not ours, -1 error. */
+static int lookup(cache *c, const token *sid_tok, long long sid, PyObject *sinks, PyObject *handlers, PyObject *batches) {
+    cache_clear(c);
+    PyObject *key = PyLong_FromLongLong(sid);
+    if (key == NULL) {
+        return -1;
+    }
+    PyObject *sink = PyDict_GetItemWithError(sinks, key);
+    if (sink != NULL) {
+        Py_DECREF(key);
+        c->sink = Py_NewRef(sink);
+        c->make = PyObject_GetAttrString(sink, "make");
+        c->conn = c->make != NULL ? PyObject_GetAttrString(sink, "conn") : NULL;
+        if (c->conn == NULL) {
+            return -1;
+        }
+        PyObject *batch = PyDict_GetItemWithError(batches, sink);
+        if (batch == NULL) {
+            if (PyErr_Occurred()) {
+                return -1;
+            }
+            batch = PyList_New(0);
+            if (batch == NULL || PyDict_SetItem(batches, sink, batch) < 0) {
+                Py_XDECREF(batch);
+                return -1;
+            }
+            c->batch = batch;
+        } else {
+            c->batch = Py_NewRef(batch);
+        }
+        if (!PyList_CheckExact(c->batch)) {
+            PyErr_SetString(PyExc_TypeError, "a sink's batch must be a list");
+            return -1;
+        }
+    } else if (PyErr_Occurred()) {
+        Py_DECREF(key);
+        return -1;
+    } else {
+        PyObject *handler = PyDict_GetItemWithError(handlers, key);
+        Py_DECREF(key);
+        if (handler == NULL) {
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        c->handler = Py_NewRef(handler);
+    }
+    c->sid = sid_tok->p;
+    c->sid_len = sid_tok->len;
+    return 1;
+}
+
+static const char STATUS_LINE[] = "NATS/1.0 ";
+
+/* scan(buf, pos, sinks, handlers, batches, wire_type, log_fn) -> (pos, count, size)
+ *
+ * buf: the read buffer (any bytes-like object), pos: where to start.
+ * sinks / handlers: dicts of sid -> sink / handler, as FastParser has them.
+ * batches: dict of sink -> list, appended to as FastParser's loop does.
+ * wire_type: the message type sinks' make may name (built directly).
+ * log_fn(exc): called when a handler raised. */
+static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "scan() takes 7 arguments");
+        return NULL;
+    }
+    PyObject *sinks = args[2], *handlers = args[3], *batches = args[4], *log_fn = args[6];
+    if (!PyDict_Check(sinks) || !PyDict_Check(handlers) || !PyDict_Check(batches)) {
+        PyErr_SetString(PyExc_TypeError, "sinks, handlers and batches must be dicts");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    int fast_wire = PyType_Check(args[5]) && learn_wire((PyTypeObject *)args[5]);
+    PyObject *wt = args[5];
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const char *b = (const char *)view.buf;
+    const Py_ssize_t n = view.len;
+    long long count = 0, size_in = 0;
+    cache c = {0};
+    int failed = 0;
+    if (pos < 0) {
+        pos = n;  /* nothing to do */
+    }
+
+    while (pos < n) {
+        const char *p = b + pos;
+        const char *nl = memchr(p, '\n', (size_t)(n - pos));
+        if (nl == NULL || nl == p || nl[-1] != '\r') {
+            break;  /* an incomplete or unusual line: Python's */
+        }
+        Py_ssize_t line_len = nl - 1 - p;
+        token t[6];
+        int ntok;
+        if (!split_line(p, line_len, t, 6, &ntok)) {
+            break;
+        }
+        int hmsg;
+        if (t[0].len == 3 && memcmp(t[0].p, "MSG", 3) == 0 && (ntok == 4 || ntok == 5)) {
+            hmsg = 0;
+        } else if (t[0].len == 4 && memcmp(t[0].p, "HMSG", 4) == 0 && (ntok == 5 || ntok == 6)) {
+            hmsg = 1;
+        } else {
+            break;
+        }
+        int with_reply = ntok == 5 + hmsg;
+        const token *subj = &t[1], *sid_t = &t[2];
+        const token *reply_t = with_reply ? &t[3] : NULL;
+        long long sid, size, hsize = 0;
+        if (!read_number(sid_t->p, sid_t->len, &sid) || !read_number(t[ntok - 1].p, t[ntok - 1].len, &size)) {
+            break;
+        }
+        if (hmsg && (!read_number(t[ntok - 2].p, t[ntok - 2].len, &hsize) || hsize > size)) {
+            break;
+        }
+        Py_ssize_t start = pos + line_len + 2;
+        if (start + size + 2 > n) {
+            break;  /* the payload is not all here: Python counts what it needs */
+        }
+        const char *payload = b + start;
+        if (hsize && !with_reply && size == hsize && size >= 9 && memcmp(payload, STATUS_LINE, 9) == 0) {
+            break;  /* a status: Python hands over what came before it */
+        }
+        if (c.sid == NULL || c.sid_len != sid_t->len || memcmp(c.sid, sid_t->p, (size_t)sid_t->len) != 0) {
+            int found = lookup(&c, sid_t, sid, sinks, handlers, batches);
+            if (found < 0) {
+                failed = 1;
+                break;
+            }
+            if (found == 0) {
+                break;  /* not registered here: nats-py's */
+            }
+        }
+        /* The subject: consecutive messages often share it. */
+        PyObject *subject = c.subject;
+        if (subject == NULL || PyBytes_GET_SIZE(subject) != subj->len ||
+            memcmp(PyBytes_AS_STRING(subject), subj->p, (size_t)subj->len) != 0) {
+            subject = PyBytes_FromStringAndSize(subj->p, subj->len);
+            if (subject == NULL) {
+                failed = 1;
+                break;
+            }
+            Py_XSETREF(c.subject, subject);
+        }
+        PyObject *reply = reply_t ? PyBytes_FromStringAndSize(reply_t->p, reply_t->len) : PyBytes_FromStringAndSize(NULL, 0);
+        PyObject *data = PyBytes_FromStringAndSize(payload + hsize, (Py_ssize_t)(size - hsize));
+        PyObject *hdr = hsize ? PyBytes_FromStringAndSize(payload, (Py_ssize_t)hsize) : Py_NewRef(Py_None);
+        if (reply == NULL || data == NULL || hdr == NULL) {
+            Py_XDECREF(reply);
+            Py_XDECREF(data);
+            Py_XDECREF(hdr);
+            failed = 1;
+            break;
+        }
+        if (c.sink != NULL) {
+            PyObject *msg;
+            if (fast_wire && c.make == wt) {
+                msg = new_wire(subject, reply, data, c.conn, hdr);
+            } else {
+                PyObject *call_args[5] = {subject, reply, data, c.conn, hdr};
+                msg = PyObject_Vectorcall(c.make, call_args, 5, NULL);
+            }
+            int rc = msg != NULL ? PyList_Append(c.batch, msg) : -1;
+            Py_XDECREF(msg);
+            Py_DECREF(reply);
+            Py_DECREF(data);
+            Py_DECREF(hdr);
+            if (rc < 0) {
+                failed = 1;
+                break;
+            }
+        } else {
+            PyObject *call_args[4] = {subject, reply, data, hdr};
+            PyObject *r = PyObject_Vectorcall(c.handler, call_args, 4, NULL);
+            Py_DECREF(reply);
+            Py_DECREF(data);
+            Py_DECREF(hdr);
+            if (r == NULL) {
+                report(log_fn);  /* never let a handler end the read loop */
+            }
+            Py_XDECREF(r);
+        }
+        count++;
+        size_in += size;
+        pos = start + size + 2;
+    }
+
+    cache_clear(&c);
+    Py_CLEAR(c.subject);
+    PyBuffer_Release(&view);
+    if (failed) {
+        return NULL;
+    }
+    return Py_BuildValue("(nLL)", pos, count, size_in);
+}
+
+static PyMethodDef methods[] = {
+    {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL, "Parse the run of MSG/HMSG messages at pos (see the module source)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "jetstream_sync._speedups", "Optional C accelerator for the protocol parser.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }

@@ -1,0 +1,12 @@
+# Types of the optional C accelerator (_speedups.c); absent when it was not built.
+from typing import Any, Callable, Dict, Optional, Tuple
+
+def scan(
+    buf: Any,
+    pos: int,
+    sinks: Dict[int, Any],
+    handlers: Dict[int, Any],
+    batches: Dict[Any, Any],
+    wire_type: Optional[type],
+    log_fn: Callable[[BaseException], None],
+) -> Tuple[int, int, int]: ...
