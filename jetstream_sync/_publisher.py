@@ -10,10 +10,10 @@ import json
 import re
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Tuple, cast
 
 from . import errors
-from ._wire import Batcher, subject_covers, translate
+from ._wire import Batcher, load_speedups, subject_covers, translate
 from .models import PubAck
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,16 +36,26 @@ _PLAIN_ACK = re.compile(rb'\{"stream":"([^"\\]+)",\s*"seq":(\d+)\}\s*')
 _NAMES: Dict[bytes, str] = {}  # stream names as received -> str (a few per process)
 
 
-def parse_puback(data: bytes) -> PubAck:
+def plain_puback(data: bytes) -> Optional[Tuple[bytes, int]]:
+    """(stream, seq) of the usual acknowledgement, else None (the C accelerator's
+    ``puback`` does the same)."""
     plain = _PLAIN_ACK.fullmatch(data)
+    if plain is None:
+        return None
+    stream, seq = plain.groups()
+    return stream, int(seq)
+
+
+def parse_puback(data: bytes, plain_of: Callable[[bytes], Optional[Tuple[bytes, int]]] = plain_puback) -> PubAck:
+    plain = plain_of(data)
     if plain is not None:  # the usual reply, without a JSON parse
-        stream, seq = plain.groups()
+        stream, seq = plain
         name = _NAMES.get(stream)
         if name is None:
             name = stream.decode()
             if len(_NAMES) < 256:
                 _NAMES[stream] = name
-        return PubAck(name, int(seq))
+        return PubAck(name, seq)
     try:
         resp = json.loads(data)
     except ValueError:
@@ -53,21 +63,6 @@ def parse_puback(data: bytes) -> PubAck:
     if "error" in resp:
         raise errors.APIError.from_error(resp["error"])
     return PubAck.from_response(resp)
-
-
-class _Pending:
-    __slots__ = ("subject", "data", "headers", "hdr", "future", "deadline", "attempt")
-
-    def __init__(
-        self, subject: str, data: bytes, headers: Optional[Dict[str, str]], hdr: bytes, future: Any, deadline: float
-    ):
-        self.subject = subject
-        self.data = data
-        self.headers = headers
-        self.hdr = hdr  # the header block, built and checked in the caller's thread
-        self.future = future
-        self.deadline = deadline
-        self.attempt = 0
 
 
 _COND_LOCK = threading.Lock()
@@ -79,17 +74,53 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
     Its condition variable is made only when something waits on it (most
     results are read after they are set), and asking for the result sends
     queued publishes at once instead of at the next batch or tick.
+
+    It is also the publisher's record of the publish it stands for (one
+    object per publish, not two): subject, payload, headers and header
+    block, deadline and retries; the payload is let go once it is resolved.
     """
 
-    def __init__(self, publisher: "AsyncPublisher") -> None:
+    def __init__(
+        self,
+        publisher: "AsyncPublisher",
+        subject: str = "",
+        data: bytes = b"",
+        headers: Optional[Dict[str, str]] = None,
+        hdr: bytes = b"",
+        deadline: float = 0.0,
+    ) -> None:
+        self._subject = subject
+        self._data = data
+        self._headers = headers
+        self._hdr = hdr  # the header block, built and checked in the caller's thread
+        self._deadline = deadline
+        self._attempt = 0
         # Future.__init__ minus the Condition, which _condition makes on demand.
         self._cond: Optional[threading.Condition] = None
         self._state = _PENDING
         self._result = None
         self._exception: Optional[BaseException] = None
-        self._waiters: List[Any] = []
-        self._done_callbacks: List[Callable[["concurrent.futures.Future[PubAck]"], object]] = []
+        # Future's two lists, made on first use too: every GC-tracked object a
+        # publish allocates costs the collector's time while results pile up.
+        self._waiter_list: Optional[List[Any]] = None
+        self._callback_list: Optional[List[Callable[["concurrent.futures.Future[PubAck]"], object]]] = None
         self._publisher = publisher
+
+    # Future's methods read and append to these; made under _condition when
+    # waiters or callbacks are added (the paths that make them hold it).
+    @property
+    def _waiters(self) -> List[Any]:  # type: ignore[override]  # Future's attribute, read-only here
+        waiters = self._waiter_list
+        if waiters is None:
+            waiters = self._waiter_list = []
+        return waiters
+
+    @property
+    def _done_callbacks(self) -> List[Callable[["concurrent.futures.Future[PubAck]"], object]]:
+        callbacks = self._callback_list
+        if callbacks is None:
+            callbacks = self._callback_list = []
+        return callbacks
 
     @property
     def _condition(self) -> threading.Condition:
@@ -117,7 +148,7 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
             self._result = result
             self._exception = exception
             self._state = _FINISHED
-        if self._done_callbacks:
+        if self._callback_list:
             self._invoke_callbacks()  # type: ignore[attr-defined]  # Future's private method, not in typeshed
         return True
 
@@ -180,7 +211,7 @@ class AsyncPublisher(Batcher):
         self._make_reply = make_reply
         self._awaited = "publish acknowledgement" if make_reply is None else "reply"
         self._max = self._check_max(max_pending)
-        self._inflight: Dict[bytes, _Pending] = {}
+        self._inflight: Dict[bytes, PubAckFuture] = {}
         self._prefix = b""
         self._sid: Optional[int] = None
         self._sweep_handle: Optional[asyncio.TimerHandle] = None
@@ -192,6 +223,10 @@ class AsyncPublisher(Batcher):
         self._cond = threading.Condition(self._lock)  # entered as _lock where nobody waits (no Python-level __enter__)
         self._waiters = 0
         self._setup_lock = threading.Lock()
+        speedups = load_speedups()
+        # The C accelerator's batch send and PubAck reader, where it is built.
+        self._pub_batch = speedups.pub_batch if speedups is not None else None
+        self._plain_of = speedups.puback if speedups is not None else plain_puback
         conn.add_listener("closed", self._on_closed)
 
     @staticmethod
@@ -244,8 +279,7 @@ class AsyncPublisher(Batcher):
         if self._sid is None:
             self._setup()
         deadline = time.monotonic() + timeout
-        future = PubAckFuture(self)
-        entry = _Pending(subject, data, headers, hdr, future, deadline)
+        future = entry = PubAckFuture(self, subject, data, headers, hdr, deadline)
         with self._lock:
             if self._submitted - self._completed >= self._max:
                 self.kick_quietly()
@@ -317,7 +351,15 @@ class AsyncPublisher(Batcher):
 
     # -- loop side ------------------------------------------------------------
 
-    def _send(self, queue: Deque[_Pending]) -> None:
+    def _send(self, queue: Deque[PubAckFuture]) -> None:
+        if self._pub_batch is not None:
+            first = self._next_id + 1
+            commands, count, size, self._next_id = self._pub_batch(queue, self._prefix, self._next_id, self._inflight)
+            if count and self._sweep_handle is None:
+                self._sweep_handle = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL, self._sweep)
+            if count and not self.conn.send_commands(commands, count, size):
+                self._fail_unsent([b"%d" % i for i in range(first, first + count)])
+            return
         parts = []
         sent = []
         prefix = self._prefix
@@ -326,16 +368,19 @@ class AsyncPublisher(Batcher):
             entry = queue.popleft()
             token = self._track(entry)
             sent.append(token)
-            size += len(entry.data)
+            size += len(entry._data)
             parts.append(_command(entry, prefix + token))
         if not self.conn.send_commands(b"".join(parts), len(parts), size):
-            exc = errors.ConnectionClosedError("cannot publish: the connection is closed or its buffer is full")
-            for token in sent:
-                failed = self._inflight.pop(token, None)
-                if failed is not None:
-                    self._fail(failed, exc)
+            self._fail_unsent(sent)
 
-    def _track(self, entry: _Pending) -> bytes:
+    def _fail_unsent(self, tokens: List[bytes]) -> None:
+        exc = errors.ConnectionClosedError("cannot publish: the connection is closed or its buffer is full")
+        for token in tokens:
+            failed = self._inflight.pop(token, None)
+            if failed is not None:
+                self._fail(failed, exc)
+
+    def _track(self, entry: PubAckFuture) -> bytes:
         """A reply token for ``entry``, awaiting its PubAck; arms the sweeper."""
         self._next_id += 1
         token = b"%d" % self._next_id
@@ -354,7 +399,7 @@ class AsyncPublisher(Batcher):
             try:
                 if nc is None:
                     raise errors.ConnectionClosedError("not connected")
-                await nc.publish(entry.subject, entry.data, reply=(self._prefix + token).decode(), headers=entry.headers)
+                await nc.publish(entry._subject, entry._data, reply=(self._prefix + token).decode(), headers=entry._headers)
             except Exception as exc:
                 if self._inflight.pop(token, None) is not None:
                     self._fail(entry, translate(exc))
@@ -370,23 +415,23 @@ class AsyncPublisher(Batcher):
             self._done(entry, self._make_reply(subject, reply, data, self.conn, headers), None)
             return
         try:
-            ack = parse_puback(data)
+            ack = parse_puback(data, self._plain_of)
         except errors.JetStreamError as exc:
             self._fail(entry, exc)
         else:
             self._done(entry, ack, None)
 
-    def _no_responders(self, entry: _Pending) -> None:
+    def _no_responders(self, entry: PubAckFuture) -> None:
         if self._make_reply is not None:
-            self._fail(entry, errors.NoRespondersError(f"no responders for a request to {entry.subject!r}"))
+            self._fail(entry, errors.NoRespondersError(f"no responders for a request to {entry._subject!r}"))
             return
-        if entry.attempt < RETRY_ATTEMPTS:  # ADR-22: try again shortly
-            entry.attempt += 1
+        if entry._attempt < RETRY_ATTEMPTS:  # ADR-22: try again shortly
+            entry._attempt += 1
             asyncio.get_running_loop().call_later(RETRY_WAIT, self._resend, entry)
             return
-        self._fail(entry, errors.NoRespondersError(f"no stream answered a publish to {entry.subject!r}"))
+        self._fail(entry, errors.NoRespondersError(f"no stream answered a publish to {entry._subject!r}"))
 
-    def _resend(self, entry: _Pending) -> None:
+    def _resend(self, entry: PubAckFuture) -> None:
         self._queue.appendleft(entry)
         self.kick_quietly()
 
@@ -394,10 +439,10 @@ class AsyncPublisher(Batcher):
         """Time out overdue publishes; re-armed only while some are in flight."""
         self._sweep_handle = None
         now = time.monotonic()
-        expired = [t for t, e in self._inflight.items() if e.deadline <= now]
+        expired = [t for t, e in self._inflight.items() if e._deadline <= now]
         for token in expired:
             entry = self._inflight.pop(token)
-            self._fail(entry, errors.TimeoutError(f"no {self._awaited} for {entry.subject!r}"))
+            self._fail(entry, errors.TimeoutError(f"no {self._awaited} for {entry._subject!r}"))
         if self._inflight:
             self._sweep_handle = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL, self._sweep)
 
@@ -409,7 +454,7 @@ class AsyncPublisher(Batcher):
                 return
             doomed = list(self._inflight)
         else:
-            doomed = [t for t, e in self._inflight.items() if e.subject.lower() == subject]  # subject: lower case
+            doomed = [t for t, e in self._inflight.items() if e._subject.lower() == subject]  # subject: lower case
         for token in doomed:
             entry = self._inflight.pop(token, None)
             if entry is not None:
@@ -429,7 +474,7 @@ class AsyncPublisher(Batcher):
         publishes (the connection is closed; the loop has stopped or is the caller)."""
         with self._cond:
             self._closed = True
-            pending: List[_Pending] = list(self._inflight.values())
+            pending: List[PubAckFuture] = list(self._inflight.values())
             self._inflight.clear()
             while self._queue:
                 pending.append(self._queue.popleft())
@@ -440,11 +485,13 @@ class AsyncPublisher(Batcher):
         for entry in pending:
             self._fail(entry, exc)
 
-    def _fail(self, entry: _Pending, exc: BaseException) -> None:
+    def _fail(self, entry: PubAckFuture, exc: BaseException) -> None:
         self._done(entry, None, exc)
 
-    def _done(self, entry: _Pending, ack: Any, exc: Optional[BaseException]) -> None:
-        future = entry.future
+    def _done(self, entry: PubAckFuture, ack: Any, exc: Optional[BaseException]) -> None:
+        future = entry
+        entry._data = entry._hdr = b""  # the payload is not kept as long as the future
+        entry._headers = None
         try:
             if exc is not None:
                 future.set_exception(exc)
@@ -465,14 +512,14 @@ class AsyncPublisher(Batcher):
 _SUBJECTS: Dict[str, bytes] = {}  # encoded subjects, for the few a program publishes to
 
 
-def _command(entry: _Pending, reply: bytes) -> bytes:
+def _command(entry: PubAckFuture, reply: bytes) -> bytes:
     """The PUB (or HPUB) line of a queued publish."""
-    subject, data = _SUBJECTS.get(entry.subject), entry.data
+    subject, data = _SUBJECTS.get(entry._subject), entry._data
     if subject is None:
-        subject = entry.subject.encode()
+        subject = entry._subject.encode()
         if len(_SUBJECTS) < 1024:
-            _SUBJECTS[entry.subject] = subject
-    hdr = entry.hdr
+            _SUBJECTS[entry._subject] = subject
+    hdr = entry._hdr
     if not hdr:
         return b"PUB %s %s %d\r\n%s\r\n" % (subject, reply, len(data), data)
     return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject, reply, len(hdr), len(hdr) + len(data), hdr, data)

@@ -1,4 +1,4 @@
-/* Optional C accelerator for the protocol parser's hot loop (see _wire.py).
+/* Optional C accelerator for the hot loops (see _wire.py and _publisher.py).
  *
  * scan() takes the run of MSG/HMSG messages at the start of a read buffer
  * and does what FastParser.parse's Python loop does for them: builds each
@@ -9,8 +9,11 @@
  * writes it (single spaces, plain digits). Python then takes that one item,
  * so the accelerator is never the only reader of a case.
  *
- * Without a C compiler the package installs without this module and
- * _wire.py's Python loop does the same work.
+ * pub_batch() and puback() do the same for the async publisher's sends and
+ * its acknowledgements (_publisher.py).
+ *
+ * Without a C compiler the package installs without this module and the
+ * Python code does the same work.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -357,8 +360,189 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(nLL)", pos, count, size_in);
 }
 
+
+/* -- publishing ------------------------------------------------------------ */
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+} outbuf;
+
+static int out_reserve(outbuf *o, Py_ssize_t more) {
+    if (o->len + more <= o->cap) {
+        return 0;
+    }
+    Py_ssize_t cap = o->cap ? o->cap : 4096;
+    while (cap < o->len + more) {
+        cap *= 2;
+    }
+    char *b = PyMem_Realloc(o->buf, (size_t)cap);
+    if (b == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->buf = b;
+    o->cap = cap;
+    return 0;
+}
+
+static void out_put(outbuf *o, const char *p, Py_ssize_t n) {
+    memcpy(o->buf + o->len, p, (size_t)n);
+    o->len += n;
+}
+
+static PyObject *str_subject, *str_data, *str_hdr, *str_popleft;
+
+/* pub_batch(queue, prefix, next_id, inflight) -> (commands, count, size, next_id)
+ *
+ * Takes every queued publish (objects with ._subject str, ._data bytes, ._hdr
+ * bytes) off the deque, gives each the reply prefix + its id (next_id + 1,
+ * + 2, ...), files it in inflight under that token, and returns the PUB /
+ * HPUB lines of all of them as one bytes object. No Python code runs in
+ * between, so no other thread appends meanwhile. */
+static PyObject *pub_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyBytes_Check(args[1]) || !PyDict_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "pub_batch(queue, prefix: bytes, next_id: int, inflight: dict)");
+        return NULL;
+    }
+    PyObject *queue = args[0], *inflight = args[3];
+    const char *prefix = PyBytes_AS_STRING(args[1]);
+    Py_ssize_t prefix_len = PyBytes_GET_SIZE(args[1]);
+    long long next_id = PyLong_AsLongLong(args[2]);
+    if (next_id == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    outbuf o = {NULL, 0, 0};
+    long long count = 0, size = 0;
+    for (;;) {
+        Py_ssize_t left = PyObject_Length(queue);
+        if (left < 0) {
+            goto fail;
+        }
+        if (left == 0) {
+            break;
+        }
+        PyObject *entry = PyObject_CallMethodNoArgs(queue, str_popleft);
+        if (entry == NULL) {
+            goto fail;
+        }
+        PyObject *subject = PyObject_GetAttr(entry, str_subject);
+        PyObject *data = subject ? PyObject_GetAttr(entry, str_data) : NULL;
+        PyObject *hdr = data ? PyObject_GetAttr(entry, str_hdr) : NULL;
+        Py_ssize_t subj_len = 0;
+        const char *subj = NULL;
+        if (hdr != NULL) {
+            if (!PyUnicode_Check(subject) || !PyBytes_Check(data) || !PyBytes_Check(hdr)) {
+                PyErr_SetString(PyExc_TypeError, "a queued publish needs subject str, data and hdr bytes");
+            } else {
+                subj = PyUnicode_AsUTF8AndSize(subject, &subj_len);
+            }
+        }
+        int ok = subj != NULL;
+        char token[24];
+        int token_len = 0;
+        if (ok) {
+            next_id++;
+            token_len = snprintf(token, sizeof token, "%lld", next_id);
+            PyObject *key = PyBytes_FromStringAndSize(token, token_len);
+            ok = key != NULL && PyDict_SetItem(inflight, key, entry) == 0;
+            Py_XDECREF(key);
+        }
+        if (ok) {
+            Py_ssize_t dlen = PyBytes_GET_SIZE(data), hlen = PyBytes_GET_SIZE(hdr);
+            char sizes[64];
+            int sizes_len = hlen ? snprintf(sizes, sizeof sizes, " %zd %zd\r\n", hlen, hlen + dlen)
+                                 : snprintf(sizes, sizeof sizes, " %zd\r\n", dlen);
+            ok = out_reserve(&o, 5 + subj_len + 1 + prefix_len + token_len + sizes_len + hlen + dlen + 2) == 0;
+            if (ok) {
+                if (hlen) {
+                    out_put(&o, "HPUB ", 5);
+                } else {
+                    out_put(&o, "PUB ", 4);
+                }
+                out_put(&o, subj, subj_len);
+                out_put(&o, " ", 1);
+                out_put(&o, prefix, prefix_len);
+                out_put(&o, token, token_len);
+                out_put(&o, sizes, sizes_len);
+                out_put(&o, PyBytes_AS_STRING(hdr), hlen);
+                out_put(&o, PyBytes_AS_STRING(data), dlen);
+                out_put(&o, "\r\n", 2);
+                count++;
+                size += dlen;
+            }
+        }
+        Py_XDECREF(subject);
+        Py_XDECREF(data);
+        Py_XDECREF(hdr);
+        Py_DECREF(entry);
+        if (!ok) {
+            goto fail;
+        }
+    }
+    PyObject *commands = PyBytes_FromStringAndSize(o.buf ? o.buf : "", o.len);
+    PyMem_Free(o.buf);
+    if (commands == NULL) {
+        return NULL;
+    }
+    return Py_BuildValue("(NLLL)", commands, count, size, next_id);
+fail:
+    PyMem_Free(o.buf);
+    return NULL;
+}
+
+static int is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+
+/* puback(data) -> (stream: bytes, seq: int) for the plain acknowledgement
+ * {"stream":"<name>","seq":<digits>} (spaces allowed after the comma and at
+ * the end, as the server's encoder may write them), else None. */
+static PyObject *puback(PyObject *module, PyObject *data) {
+    if (!PyBytes_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "puback() takes bytes");
+        return NULL;
+    }
+    const char *p = PyBytes_AS_STRING(data);
+    Py_ssize_t n = PyBytes_GET_SIZE(data), i = 11;
+    if (n < 11 || memcmp(p, "{\"stream\":\"", 11) != 0) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t name = i;
+    while (i < n && p[i] != '"' && p[i] != '\\') {
+        i++;
+    }
+    Py_ssize_t name_len = i - name;
+    if (name_len == 0 || i + 2 > n || p[i] != '"' || p[i + 1] != ',') {
+        Py_RETURN_NONE;
+    }
+    i += 2;
+    while (i < n && is_json_space(p[i])) {
+        i++;
+    }
+    if (n - i < 6 || memcmp(p + i, "\"seq\":", 6) != 0) {
+        Py_RETURN_NONE;
+    }
+    i += 6;
+    long long seq = 0;
+    Py_ssize_t digits = i;
+    while (i < n && p[i] >= '0' && p[i] <= '9' && i - digits < 18) {
+        seq = seq * 10 + (p[i] - '0');
+        i++;
+    }
+    if (i == digits || i >= n || p[i] != '}') {
+        Py_RETURN_NONE;  /* no digits, more than 18 of them, or something else follows */
+    }
+    for (i++; i < n; i++) {
+        if (!is_json_space(p[i])) {
+            Py_RETURN_NONE;
+        }
+    }
+    return Py_BuildValue("(y#L)", p + name, name_len, seq);
+}
+
 static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL, "Parse the run of MSG/HMSG messages at pos (see the module source)."},
+    {"pub_batch", (PyCFunction)(void (*)(void))pub_batch, METH_FASTCALL, "Every queued publish as PUB/HPUB lines (see the module source)."},
+    {"puback", (PyCFunction)puback, METH_O, "(stream, seq) of a plain PubAck, else None."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -366,4 +550,13 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "jetstream_sync._speedups", "Optional C accelerator for the protocol parser.", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__speedups(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__speedups(void) {
+    str_subject = PyUnicode_InternFromString("_subject");
+    str_data = PyUnicode_InternFromString("_data");
+    str_hdr = PyUnicode_InternFromString("_hdr");
+    str_popleft = PyUnicode_InternFromString("popleft");
+    if (str_subject == NULL || str_data == NULL || str_hdr == NULL || str_popleft == NULL) {
+        return NULL;
+    }
+    return PyModule_Create(&module);
+}

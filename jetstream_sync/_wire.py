@@ -54,6 +54,8 @@ __all__ = [
     "parse_header_lines",
     "REPLY_INBOX",
     "server_info",
+    "load_speedups",
+    "built_in_place",
 ]
 
 _log = logging.getLogger(__name__)
@@ -138,15 +140,19 @@ class _Done:
 _DONE = _Done()
 
 
-def _load_speedups() -> Any:
-    """The C accelerator's scan(), or None (not built, or JETSTREAM_SYNC_SPEEDUPS=0)."""
-    if os.environ.get("JETSTREAM_SYNC_SPEEDUPS", "1") == "0":
+SPEEDUPS_ENV = "JETSTREAM_SYNC_SPEEDUPS"
+
+
+def load_speedups() -> Any:
+    """The C accelerator (``_speedups.c``), or None: not built, or turned off
+    with JETSTREAM_SYNC_SPEEDUPS=0. Looked up by each parser and publisher."""
+    if os.environ.get(SPEEDUPS_ENV, "1") == "0":
         return None
     try:
         from . import _speedups
     except ImportError:
         return None
-    return _speedups.scan
+    return _speedups
 
 
 _built_in_place: Optional[type] = None
@@ -186,7 +192,8 @@ class FastParser(Parser):
         super().__init__(nc)
         self._handlers = handlers
         self._sinks = sinks
-        self._scan = _load_speedups()
+        speedups = load_speedups()
+        self._scan = speedups.scan if speedups is not None else None
         # Bytes the buffer must hold before a message split over reads is
         # complete: until then a read is only appended, so a large message
         # costs one copy, not one copy of the whole buffer per read.

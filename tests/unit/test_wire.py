@@ -10,7 +10,7 @@ from jetstream_sync import _wire
 from jetstream_sync._wire import FastParser, pub_command
 from jetstream_sync.message import Msg, WireMsg
 
-C_SCAN = _wire._load_speedups()
+C_SCAN = _wire.load_speedups()
 
 
 @pytest.fixture(autouse=True, params=["c", "python"])
@@ -20,7 +20,7 @@ def parser_kind(request, monkeypatch):
         if C_SCAN is None:
             pytest.skip("the C accelerator is not built here")
     else:
-        monkeypatch.setattr(_wire, "_load_speedups", lambda: None)
+        monkeypatch.setattr(_wire, "load_speedups", lambda: None)
     return request.param
 
 
@@ -267,7 +267,7 @@ def outcome(chunks, use_c, monkeypatch):
 
     with monkeypatch.context() as m:
         if not use_c:
-            m.setattr(_wire, "_load_speedups", lambda: None)
+            m.setattr(_wire, "load_speedups", lambda: None)
             # Payloads found by offset, as the accelerator does (split mode
             # reads a stream whose CRLF after a payload is mangled otherwise).
             m.setattr(_wire, "_SPLIT_BELOW", 0)
