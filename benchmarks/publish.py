@@ -50,6 +50,27 @@ RESPONDER = textwrap.dedent(
 LATENCY: Dict[str, List[float]] = {}  # contender -> per-call seconds of its last run
 
 
+def handoff_round_trip(count: int = 3000) -> Dict[str, float]:
+    """p50/p99 µs of the bare hand-off every blocking call pays: a thread asks an
+    asyncio loop thread to resolve a future and waits for it (no NATS at all)."""
+    import concurrent.futures
+    import threading
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    lat = []
+    for _ in range(count):
+        future: concurrent.futures.Future[int] = concurrent.futures.Future()
+        t0 = time.perf_counter()
+        loop.call_soon_threadsafe(future.set_result, 1)
+        future.result()
+        lat.append(time.perf_counter() - t0)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join()
+    return {"p50": percentile(lat, 0.5) * 1e6, "p99": percentile(lat, 0.99) * 1e6}
+
+
 def percentile(values: List[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(len(values) * q))]
@@ -180,6 +201,12 @@ def main() -> None:
         print("\nlatency per call (medians of the runs)")
         for k, v in latency.items():
             print(f"  ({k:3}) {results[k].label:52} p50 {v['p50']:6.0f} µs  p99 {v['p99']:6.0f} µs")
+    handoff = handoff_round_trip()
+    print(f"\na bare hand-off to an asyncio loop thread and back (no NATS): p50 {handoff['p50']:.0f} µs, "
+          f"p99 {handoff['p99']:.0f} µs")
+    if "nps" in latency:
+        best = latency["nps"]["p50"] / (latency["nps"]["p50"] + handoff["p50"])
+        print(f"  so a blocking publish through a loop thread is at best {best:.2f}x nats-py's p50 here")
     pairs = [
         ("(pa) publish_async / nats.go PublishAsync", "pa", "gpa", 0.8),
         ("(pa) publish_async / nats-py publish_async", "pa", "npa", 3.0),
@@ -195,7 +222,7 @@ def main() -> None:
             state = "met" if value >= 0.9 else "NOT met"
             print(f"  ({ours}) p50 latency, nats-py p50 / ours{'':29} {value:6.2f}  goal >= 0.9: {state}")
     save("publish", {"count": n, "sync_count": ns, "size": args.size, "runs": args.runs, "go": go_note,
-                     "ratios": ratios, "latency_us": latency}, ordered,
+                     "ratios": ratios, "latency_us": latency, "handoff_us": handoff}, ordered,
          f"publish / request, {args.size} B (median of {args.runs})")
 
 
