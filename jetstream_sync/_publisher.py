@@ -353,12 +353,26 @@ class AsyncPublisher(Batcher):
 
     def _send(self, queue: Deque[PubAckFuture]) -> None:
         if self._pub_batch is not None:
-            first = self._next_id + 1
-            commands, count, size, self._next_id = self._pub_batch(queue, self._prefix, self._next_id, self._inflight)
-            if count and self._sweep_handle is None:
-                self._sweep_handle = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL, self._sweep)
-            if count and not self.conn.send_commands(commands, count, size):
-                self._fail_unsent([b"%d" % i for i in range(first, first + count)])
+            while queue:
+                first = self._next_id + 1
+                try:
+                    commands, count, size, self._next_id, failed = self._pub_batch(
+                        queue, self._prefix, self._next_id, self._inflight
+                    )
+                except BaseException:
+                    # No memory left for the lines: what was filed times out in the sweep.
+                    self._next_id = max([self._next_id, *map(int, self._inflight)])
+                    self._arm_sweep()
+                    raise
+                if count:
+                    self._arm_sweep()
+                    if not self.conn.send_commands(commands, count, size):
+                        self._fail_unsent([b"%d" % i for i in range(first, first + count)])
+                if failed is not None:  # one it could not take: fail it, go on with the rest
+                    entry, exc = failed
+                    if entry is None:
+                        raise exc
+                    self._fail(entry, exc)
             return
         parts = []
         sent = []
@@ -385,9 +399,12 @@ class AsyncPublisher(Batcher):
         self._next_id += 1
         token = b"%d" % self._next_id
         self._inflight[token] = entry
+        self._arm_sweep()
+        return token
+
+    def _arm_sweep(self) -> None:
         if self._sweep_handle is None:
             self._sweep_handle = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL, self._sweep)
-        return token
 
     async def _publish_each(self) -> None:
         """Without the fast paths: one nats-py publish per message."""

@@ -18,6 +18,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <limits.h>
 #include <string.h>
 
 /* The slots WireMsg.__init__ sets, in this order. */
@@ -26,16 +27,25 @@ static const char *const slot_names[N_SLOTS] = {
     "_subject", "_reply", "data", "_hdr_raw", "_conn", "_headers", "_acked", "_meta",
 };
 
-static PyTypeObject *wire_type = NULL; /* the type whose slot offsets are known */
-static Py_ssize_t wire_off[N_SLOTS];
+/* Where a message type keeps those slots. */
+typedef struct {
+    PyTypeObject *type; /* owned */
+    Py_ssize_t off[N_SLOTS];
+} wire_layout;
 
-/* Learn where the message type keeps its slots; 0 when it is not a plain
- * slotted type (then its constructor is called instead). */
-static int learn_wire(PyTypeObject *t) {
-    if (t == wire_type) {
+static wire_layout learned = {NULL, {0}}; /* the last type learned, so a scan need not look again */
+
+/* Fill *out with where type t keeps the slots; 0 when it is not a plain slotted
+ * type laid out for them (then its constructor is called instead). Each
+ * descriptor must belong to t or a base of it, lie within t's instances and
+ * name a slot of its own. */
+static int learn_wire(PyTypeObject *t, wire_layout *out) {
+    if (learned.type == t) {
+        *out = learned;
+        Py_INCREF(t);
         return 1;
     }
-    if (t->tp_dictoffset != 0 || t->tp_alloc == NULL) {
+    if (t->tp_dictoffset != 0 || t->tp_itemsize != 0 || t->tp_alloc != PyType_GenericAlloc) {
         return 0;
     }
     Py_ssize_t off[N_SLOTS];
@@ -45,35 +55,41 @@ static int learn_wire(PyTypeObject *t) {
             PyErr_Clear();
             return 0;
         }
-        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type);
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type) && PyType_IsSubtype(t, PyDescr_TYPE(d));
         if (ok) {
             PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-            ok = m->type == T_OBJECT_EX && !(m->flags & READONLY);
+            ok = m->type == T_OBJECT_EX && !(m->flags & READONLY) && m->offset >= (Py_ssize_t)sizeof(PyObject) &&
+                 m->offset + (Py_ssize_t)sizeof(PyObject *) <= t->tp_basicsize;
             off[i] = m->offset;
         }
         Py_DECREF(d);
+        for (int j = 0; ok && j < i; j++) {
+            ok = off[j] != off[i];
+        }
         if (!ok) {
             return 0;
         }
     }
-    memcpy(wire_off, off, sizeof(off));
-    Py_XDECREF(wire_type);
     Py_INCREF(t);
-    wire_type = t;
+    Py_XSETREF(learned.type, t);
+    memcpy(learned.off, off, sizeof(off));
+    *out = learned;
+    Py_INCREF(t);
     return 1;
 }
 
-/* A WireMsg built as its __init__ would, without running Python. Steals
+/* A message built as WireMsg.__init__ would, without running Python. Steals
  * nothing: every value gets a new reference. */
-static PyObject *new_wire(PyObject *subject, PyObject *reply, PyObject *data, PyObject *conn, PyObject *hdr) {
-    PyObject *o = wire_type->tp_alloc(wire_type, 0);
+static PyObject *new_wire(const wire_layout *w, PyObject *subject, PyObject *reply, PyObject *data, PyObject *conn,
+                          PyObject *hdr) {
+    PyObject *o = w->type->tp_alloc(w->type, 0);
     if (o == NULL) {
         return NULL;
     }
     PyObject *vals[N_SLOTS] = {subject, reply, data, hdr, conn, Py_None, Py_False, Py_None};
     for (int i = 0; i < N_SLOTS; i++) {
         Py_INCREF(vals[i]);
-        *(PyObject **)((char *)o + wire_off[i]) = vals[i];
+        *(PyObject **)((char *)o + w->off[i]) = vals[i];
     }
     return o;
 }
@@ -122,10 +138,10 @@ static int split_line(const char *p, Py_ssize_t len, token *toks, int max, int *
     return 1;
 }
 
-/* Report a handler's exception through log_fn(exc) and go on. */
-static void report(PyObject *log_fn) {
+/* The exception being raised, taken (the error indicator is cleared). */
+static PyObject *take_exception(void) {
 #if PY_VERSION_HEX >= 0x030C0000
-    PyObject *exc = PyErr_GetRaisedException();
+    return PyErr_GetRaisedException();
 #else
     PyObject *type, *exc, *tb;
     PyErr_Fetch(&type, &exc, &tb);
@@ -135,7 +151,13 @@ static void report(PyObject *log_fn) {
     }
     Py_XDECREF(type);
     Py_XDECREF(tb);
+    return exc;
 #endif
+}
+
+/* Report a handler's exception through log_fn(exc) and go on. */
+static void report(PyObject *log_fn) {
+    PyObject *exc = take_exception();
     PyObject *r = PyObject_CallOneArg(log_fn, exc != NULL ? exc : Py_None);
     if (r == NULL) {
         PyErr_WriteUnraisable(log_fn);
@@ -234,12 +256,15 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (pos == -1 && PyErr_Occurred()) {
         return NULL;
     }
-    int fast_wire = PyType_Check(args[5]) && learn_wire((PyTypeObject *)args[5]);
-    PyObject *wt = args[5];
+    /* The layout is this scan's own copy: a handler that scans with another
+     * type meanwhile cannot change how this one builds its messages. */
     Py_buffer view;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
         return NULL;
     }
+    wire_layout layout = {NULL, {0}};
+    int fast_wire = PyType_Check(args[5]) && learn_wire((PyTypeObject *)args[5], &layout);
+    PyObject *wt = args[5];
     const char *b = (const char *)view.buf;
     const Py_ssize_t n = view.len;
     long long count = 0, size_in = 0;
@@ -321,7 +346,7 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (c.sink != NULL) {
             PyObject *msg;
             if (fast_wire && c.make == wt) {
-                msg = new_wire(subject, reply, data, c.conn, hdr);
+                msg = new_wire(&layout, subject, reply, data, c.conn, hdr);
             } else {
                 PyObject *call_args[5] = {subject, reply, data, c.conn, hdr};
                 msg = PyObject_Vectorcall(c.make, call_args, 5, NULL);
@@ -342,6 +367,10 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_DECREF(data);
             Py_DECREF(hdr);
             if (r == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                    failed = 1;  /* KeyboardInterrupt, SystemExit, CancelledError: as the Python loop, end here */
+                    break;
+                }
                 report(log_fn);  /* never let a handler end the read loop */
             }
             Py_XDECREF(r);
@@ -353,6 +382,7 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
     cache_clear(&c);
     Py_CLEAR(c.subject);
+    Py_XDECREF(layout.type);
     PyBuffer_Release(&view);
     if (failed) {
         return NULL;
@@ -369,6 +399,10 @@ typedef struct {
 } outbuf;
 
 static int out_reserve(outbuf *o, Py_ssize_t more) {
+    if (more > PY_SSIZE_T_MAX / 2 - o->len) {
+        PyErr_NoMemory();
+        return -1;
+    }
     if (o->len + more <= o->cap) {
         return 0;
     }
@@ -393,13 +427,79 @@ static void out_put(outbuf *o, const char *p, Py_ssize_t n) {
 
 static PyObject *str_subject, *str_data, *str_hdr, *str_popleft;
 
-/* pub_batch(queue, prefix, next_id, inflight) -> (commands, count, size, next_id)
+/* One queued publish as a PUB/HPUB line with reply prefix + token, filed in
+ * inflight under the token. 0, or -1 with an exception and nothing filed or
+ * written. */
+static int put_publish(outbuf *o, PyObject *entry, const char *prefix, Py_ssize_t prefix_len, long long *next_id,
+                       PyObject *inflight, long long *size) {
+    int rc = -1;
+    PyObject *subject = PyObject_GetAttr(entry, str_subject);
+    PyObject *data = subject ? PyObject_GetAttr(entry, str_data) : NULL;
+    PyObject *hdr = data ? PyObject_GetAttr(entry, str_hdr) : NULL;
+    if (hdr == NULL) {
+        goto out;
+    }
+    if (!PyUnicode_Check(subject) || !PyBytes_Check(data) || !PyBytes_Check(hdr)) {
+        PyErr_SetString(PyExc_TypeError, "a queued publish needs subject str, data and hdr bytes");
+        goto out;
+    }
+    Py_ssize_t subj_len;
+    const char *subj = PyUnicode_AsUTF8AndSize(subject, &subj_len);
+    if (subj == NULL) {
+        goto out;
+    }
+    if (*next_id == LLONG_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "publish reply tokens exhausted");
+        goto out;
+    }
+    char token[24];
+    int token_len = snprintf(token, sizeof token, "%lld", *next_id + 1);
+    Py_ssize_t dlen = PyBytes_GET_SIZE(data), hlen = PyBytes_GET_SIZE(hdr);
+    char sizes[64];
+    int sizes_len = hlen ? snprintf(sizes, sizeof sizes, " %zd %zd\r\n", hlen, hlen + dlen)
+                         : snprintf(sizes, sizeof sizes, " %zd\r\n", dlen);
+    /* Room first, then the filing: a failure leaves neither behind. */
+    if (out_reserve(o, 5 + subj_len + 1 + prefix_len + token_len + sizes_len + hlen + dlen + 2) < 0) {
+        goto out;
+    }
+    PyObject *key = PyBytes_FromStringAndSize(token, token_len);
+    if (key == NULL || PyDict_SetItem(inflight, key, entry) < 0) {
+        Py_XDECREF(key);
+        goto out;
+    }
+    Py_DECREF(key);
+    (*next_id)++;
+    if (hlen) {
+        out_put(o, "HPUB ", 5);
+    } else {
+        out_put(o, "PUB ", 4);
+    }
+    out_put(o, subj, subj_len);
+    out_put(o, " ", 1);
+    out_put(o, prefix, prefix_len);
+    out_put(o, token, token_len);
+    out_put(o, sizes, sizes_len);
+    out_put(o, PyBytes_AS_STRING(hdr), hlen);
+    out_put(o, PyBytes_AS_STRING(data), dlen);
+    out_put(o, "\r\n", 2);
+    *size += dlen;
+    rc = 0;
+out:
+    Py_XDECREF(subject);
+    Py_XDECREF(data);
+    Py_XDECREF(hdr);
+    return rc;
+}
+
+/* pub_batch(queue, prefix, next_id, inflight) -> (commands, count, size, next_id, failed)
  *
- * Takes every queued publish (objects with ._subject str, ._data bytes, ._hdr
- * bytes) off the deque, gives each the reply prefix + its id (next_id + 1,
- * + 2, ...), files it in inflight under that token, and returns the PUB /
- * HPUB lines of all of them as one bytes object. No Python code runs in
- * between, so no other thread appends meanwhile. */
+ * Takes the queued publishes (objects with ._subject str, ._data bytes,
+ * ._hdr bytes) off the deque in order, gives each the reply prefix + its id
+ * (next_id + 1, + 2, ...), files it in inflight under that token, and
+ * returns the PUB / HPUB lines of all of them as one bytes object. failed is
+ * None, or (entry, exception) for the publish it could not take (taken off the
+ * queue, not filed, not written): it stops there and returns what it made, so
+ * the caller sends that, fails the one and calls again for the rest. */
 static PyObject *pub_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4 || !PyBytes_Check(args[1]) || !PyDict_Check(args[3])) {
         PyErr_SetString(PyExc_TypeError, "pub_batch(queue, prefix: bytes, next_id: int, inflight: dict)");
@@ -414,81 +514,33 @@ static PyObject *pub_batch(PyObject *module, PyObject *const *args, Py_ssize_t n
     }
     outbuf o = {NULL, 0, 0};
     long long count = 0, size = 0;
+    PyObject *failed = NULL;
     for (;;) {
-        Py_ssize_t left = PyObject_Length(queue);
-        if (left < 0) {
-            goto fail;
-        }
-        if (left == 0) {
+        Py_ssize_t left = PyObject_Length(queue); /* looked at each time: the queue is shared */
+        PyObject *entry = left > 0 ? PyObject_CallMethodNoArgs(queue, str_popleft) : NULL;
+        if (entry == NULL) {
+            if (left == 0) {
+                break;
+            }
+            PyObject *exc = take_exception();
+            failed = Py_BuildValue("(ON)", Py_None, exc != NULL ? exc : Py_NewRef(Py_None));
             break;
         }
-        PyObject *entry = PyObject_CallMethodNoArgs(queue, str_popleft);
-        if (entry == NULL) {
-            goto fail;
+        if (put_publish(&o, entry, prefix, prefix_len, &next_id, inflight, &size) < 0) {
+            PyObject *exc = take_exception();
+            failed = Py_BuildValue("(NN)", entry, exc != NULL ? exc : Py_NewRef(Py_None));
+            break;
         }
-        PyObject *subject = PyObject_GetAttr(entry, str_subject);
-        PyObject *data = subject ? PyObject_GetAttr(entry, str_data) : NULL;
-        PyObject *hdr = data ? PyObject_GetAttr(entry, str_hdr) : NULL;
-        Py_ssize_t subj_len = 0;
-        const char *subj = NULL;
-        if (hdr != NULL) {
-            if (!PyUnicode_Check(subject) || !PyBytes_Check(data) || !PyBytes_Check(hdr)) {
-                PyErr_SetString(PyExc_TypeError, "a queued publish needs subject str, data and hdr bytes");
-            } else {
-                subj = PyUnicode_AsUTF8AndSize(subject, &subj_len);
-            }
-        }
-        int ok = subj != NULL;
-        char token[24];
-        int token_len = 0;
-        if (ok) {
-            next_id++;
-            token_len = snprintf(token, sizeof token, "%lld", next_id);
-            PyObject *key = PyBytes_FromStringAndSize(token, token_len);
-            ok = key != NULL && PyDict_SetItem(inflight, key, entry) == 0;
-            Py_XDECREF(key);
-        }
-        if (ok) {
-            Py_ssize_t dlen = PyBytes_GET_SIZE(data), hlen = PyBytes_GET_SIZE(hdr);
-            char sizes[64];
-            int sizes_len = hlen ? snprintf(sizes, sizeof sizes, " %zd %zd\r\n", hlen, hlen + dlen)
-                                 : snprintf(sizes, sizeof sizes, " %zd\r\n", dlen);
-            ok = out_reserve(&o, 5 + subj_len + 1 + prefix_len + token_len + sizes_len + hlen + dlen + 2) == 0;
-            if (ok) {
-                if (hlen) {
-                    out_put(&o, "HPUB ", 5);
-                } else {
-                    out_put(&o, "PUB ", 4);
-                }
-                out_put(&o, subj, subj_len);
-                out_put(&o, " ", 1);
-                out_put(&o, prefix, prefix_len);
-                out_put(&o, token, token_len);
-                out_put(&o, sizes, sizes_len);
-                out_put(&o, PyBytes_AS_STRING(hdr), hlen);
-                out_put(&o, PyBytes_AS_STRING(data), dlen);
-                out_put(&o, "\r\n", 2);
-                count++;
-                size += dlen;
-            }
-        }
-        Py_XDECREF(subject);
-        Py_XDECREF(data);
-        Py_XDECREF(hdr);
         Py_DECREF(entry);
-        if (!ok) {
-            goto fail;
-        }
+        count++;
     }
     PyObject *commands = PyBytes_FromStringAndSize(o.buf ? o.buf : "", o.len);
     PyMem_Free(o.buf);
     if (commands == NULL) {
+        Py_XDECREF(failed);
         return NULL;
     }
-    return Py_BuildValue("(NLLL)", commands, count, size, next_id);
-fail:
-    PyMem_Free(o.buf);
-    return NULL;
+    return Py_BuildValue("(NLLLN)", commands, count, size, next_id, failed != NULL ? failed : Py_NewRef(Py_None));
 }
 
 static int is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
@@ -523,6 +575,9 @@ static PyObject *puback(PyObject *module, PyObject *data) {
     }
     i += 6;
     long long seq = 0;
+    while (i + 1 < n && p[i] == '0' && p[i + 1] >= '0' && p[i + 1] <= '9') {
+        i++; /* leading zeros: the value is what counts */
+    }
     Py_ssize_t digits = i;
     while (i < n && p[i] >= '0' && p[i] <= '9' && i - digits < 18) {
         seq = seq * 10 + (p[i] - '0');

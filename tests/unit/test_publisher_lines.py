@@ -37,7 +37,8 @@ def test_a_batch_of_lines_is_what_the_python_send_makes():
     queue = collections.deque(entries())
     expected = [_command(e, b"_INBOX.abc.%d" % n) for n, e in enumerate(queue, 42)]
     inflight = {b"7": "earlier"}
-    commands, count, size, next_id = SPEEDUPS.pub_batch(queue, b"_INBOX.abc.", 41, inflight)
+    commands, count, size, next_id, failed = SPEEDUPS.pub_batch(queue, b"_INBOX.abc.", 41, inflight)
+    assert failed is None
     assert commands == b"".join(expected)
     assert (count, next_id, len(queue)) == (300, 341, 0)
     assert size == sum(len(e._data) for e in entries())
@@ -47,7 +48,66 @@ def test_a_batch_of_lines_is_what_the_python_send_makes():
 
 @needs_c
 def test_an_empty_queue_makes_no_lines():
-    assert SPEEDUPS.pub_batch(collections.deque(), b"p.", 5, {}) == (b"", 0, 0, 5)
+    assert SPEEDUPS.pub_batch(collections.deque(), b"p.", 5, {}) == (b"", 0, 0, 5, None)
+
+
+@needs_c
+def test_a_publish_it_cannot_take_is_handed_back_with_what_was_made_before_it():
+    good = entries()[:4]
+    bad = PubAckFuture(Publisher(), "s", "not bytes", None, b"", 1.0)
+    queue = collections.deque(good[:2] + [bad] + good[2:])
+    inflight = {}
+    commands, count, size, next_id, failed = SPEEDUPS.pub_batch(queue, b"p.", 100, inflight)
+    assert commands == _command(good[0], b"p.101") + _command(good[1], b"p.102")
+    assert (count, next_id, list(inflight)) == (2, 102, [b"101", b"102"])
+    assert failed[0] is bad and isinstance(failed[1], TypeError)
+    assert list(queue) == good[2:]  # the rest waits for the next call
+    commands, count, _, next_id, failed = SPEEDUPS.pub_batch(queue, b"p.", next_id, inflight)
+    assert (count, next_id, failed, list(inflight)) == (2, 104, None, [b"101", b"102", b"103", b"104"])
+
+
+def test_the_publisher_sends_around_a_publish_it_cannot_take(monkeypatch):
+    """The loop side: what comes before and after a bad entry is sent and
+    tracked, the bad one fails at once (with or without the accelerator)."""
+    import asyncio
+
+    sent = []
+
+    class Conn:
+        fast = True
+
+        def send_commands(self, data, msgs, size):
+            sent.append((data, msgs))
+            return True
+
+    pub = _publisher.AsyncPublisher.__new__(_publisher.AsyncPublisher)
+    pub.conn = Conn()
+    pub._prefix = b"p."
+    pub._next_id = 0
+    pub._inflight = {}
+    pub._sweep_handle = None
+    pub._completed = pub._submitted = pub._waiters = 0
+    pub._max = 10
+    pub._pub_batch = SPEEDUPS.pub_batch if SPEEDUPS is not None else None
+    good = entries()[:3]
+    bad = PubAckFuture(Publisher(), "s", "not bytes", None, b"", 1.0)
+    queue = collections.deque([good[0], bad, good[1], good[2]])
+
+    async def run():
+        try:
+            pub._send(queue)
+        finally:
+            if pub._sweep_handle is not None:
+                pub._sweep_handle.cancel()
+
+    if SPEEDUPS is None:
+        with pytest.raises(TypeError):
+            asyncio.run(run())
+        return
+    asyncio.run(run())
+    assert b"".join(d for d, _ in sent) == b"".join(_command(e, b"p.%d" % i) for i, e in zip((1, 2, 3), good))
+    assert list(pub._inflight) == [b"1", b"2", b"3"] and not queue
+    assert isinstance(bad.exception(timeout=0), TypeError) and pub._completed == 1
 
 
 def pubacks():
@@ -64,6 +124,9 @@ def pubacks():
         b'{"stream":"S","seq":}',
         b'{"stream":"S","seq":-3}',
         b'{"stream":"S","seq":3} x',
+        b'{"stream":"S","seq":0000000000000000001}',  # leading zeros: the value counts
+        b'{"stream":"S","seq":0}',
+        b'{"stream":"S","seq":00}',
         b'{"stream":"S","seq":3',
         b'{"stream":"S"',
         b"",

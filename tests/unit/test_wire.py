@@ -303,3 +303,49 @@ def test_mangled_streams_read_the_same_with_and_without_the_accelerator(parser_k
         cuts = sorted(rng.sample(range(1, len(b)), 20))
         chunks = [b[x:y] for x, y in zip([0] + cuts, cuts + [len(b)])]
         assert outcome(chunks, True, monkeypatch) == outcome(chunks, False, monkeypatch)
+
+
+def test_an_interrupt_in_a_handler_ends_the_read_as_in_python():
+    """KeyboardInterrupt (or SystemExit, a cancellation) is not logged and
+    passed over: it ends parse() with the messages before it delivered."""
+    got = []
+
+    def handler(subject, reply, data, headers):
+        got.append(data)
+        if data == b"1":
+            raise KeyboardInterrupt
+
+    parser = FastParser(FakeClient(), {1: handler}, {})
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(parser.parse(b"".join(b"MSG s 1 1\r\n%d\r\n" % i for i in range(4))))
+    assert got == [b"0", b"1"]
+
+
+def test_a_type_that_only_borrows_the_slots_is_constructed_not_built_in_place():
+    """A class given Msg's slot descriptors without their layout must not be
+    written at those offsets: the accelerator calls it as a constructor."""
+
+    class Borrowed:
+        __slots__ = ()
+
+    for name in Msg.__slots__:
+        setattr(Borrowed, name, Msg.__dict__[name])
+
+    class Sink(RecordingSink):
+        make = Borrowed
+
+    parser = FastParser(FakeClient(), {}, {1: Sink()})
+    with monkeypatch_built_in_place(Borrowed), pytest.raises(TypeError):
+        asyncio.run(parser.parse(b"MSG s 1 r 1\r\nx\r\n"))
+
+
+class monkeypatch_built_in_place:
+    def __init__(self, cls):
+        self.cls = cls
+
+    def __enter__(self):
+        self.old = _wire._built_in_place
+        _wire._built_in_place = self.cls
+
+    def __exit__(self, *exc):
+        _wire._built_in_place = self.old
