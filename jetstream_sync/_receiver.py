@@ -110,6 +110,7 @@ class Receiver(Resource):
         self.stop_wait = wait  # how long stop() waits for the engine to finish
         self._queue: Any = None  # janus sync side, set by the engine
         self.closed_event = threading.Event()  # the engine has finished (loop side)
+        self._naks_handed: List[threading.Event] = []  # stop's NAKs given to the engine
         self.user_done = threading.Event()  # callers have seen the end: nothing left to hand out
         self.engine: Any = None
         # Pace of the callers: EWMA of seconds between messages handed out
@@ -404,7 +405,16 @@ class Receiver(Resource):
         from the loop thread."""
         if self._conn.loop_thread.in_loop_thread():
             return self.closed_event.is_set()
-        return self.closed_event.wait(timeout)
+        deadline = None if timeout is None else monotonic() + timeout
+        if not self.closed_event.wait(timeout):
+            return False
+        # The engine may have ended before stop's NAKs reached it (drain, then
+        # stop): those are written once the loop has run them.
+        for handed in list(self._naks_handed):
+            left = None if deadline is None else max(0.0, deadline - monotonic())
+            if not handed.wait(left):
+                return False
+        return True
 
     def drain(self) -> bool:
         with self._lock:
@@ -432,8 +442,17 @@ class Receiver(Resource):
         and must not come back to this subscription's open pull)."""
         engine = self.engine
         if msgs and engine is not None and not self._conn.closing:
+            handed = threading.Event()
+
+            def hand() -> None:
+                try:
+                    engine.nak_later(msgs)
+                finally:
+                    handed.set()
+
             try:
-                self._conn.call_soon(engine.nak_later, msgs)
+                self._conn.call_soon(hand)
+                self._naks_handed.append(handed)
                 return
             except errors.JetStreamError:
                 pass

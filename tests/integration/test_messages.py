@@ -353,7 +353,7 @@ def test_stop_after_drain_naks_what_the_drain_received_and_nobody_took(js, strea
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("how", ["stop", "drain then stop"])
+@pytest.mark.parametrize("how", ["stop", "drain then stop", "drain, ended, then stop"])
 def test_stop_naks_do_not_come_back_into_its_own_pull_and_use_up_max_deliver(js, stream, subj, how):
     """A NAK'd message is redelivered at once; while the stopped context's pull
     was still open it came back into it, was NAK'd again, and with max_deliver=2
@@ -366,8 +366,10 @@ def test_stop_naks_do_not_come_back_into_its_own_pull_and_use_up_max_deliver(js,
         ctx = cons.messages(max_messages=100)  # a pull with room left: the server can put NAK'd ones into it
         ctx.next(5).ack()
         wait_until(lambda: cons.info().num_ack_pending == 49)  # all of them buffered here
-        if how == "drain then stop":
+        if how != "stop":
             ctx.drain()
+        if how == "drain, ended, then stop":  # stop() must still return with its NAKs written
+            wait_until(lambda: not ctx.subscribed)
         ctx.stop()
         assert ctx.stats.nakd_on_stop == 49
         with cons.messages() as again:
