@@ -92,3 +92,21 @@ def test_flush_sends_queued_publishes_and_close_waits_for_their_acks(server, str
     nc.close()  # sends them and lets their acks arrive before closing
     assert all(f.exception(timeout=0) is None for f in first + second)
     assert stream.info().state.messages == 20
+
+
+def test_the_shortcut_for_known_subjects_keeps_every_check(server, stream):
+    """A subject published to before skips its own checks, not the others:
+    payload size, str payloads, options, and a closed client."""
+    nc = jss.connect(server.url)
+    js = nc.jetstream()
+    subj = f"{stream.name.lower()}.known"
+    assert js.publish_async(subj, b"1").result(10).seq == 1  # the subject is known from here on
+    with pytest.raises(jss.InvalidOptionError):
+        js.publish_async(subj, b"x" * (nc.max_payload + 1))
+    with pytest.raises(jss.InvalidOptionError):
+        js.publish_async(subj, b"x", timeout=-1)
+    assert js.publish_async(subj, "two").result(10).seq == 2
+    assert js.publish_async(subj, b"3", headers={"K": "v"}).result(10).seq == 3
+    nc.close()
+    with pytest.raises(jss.ConnectionClosedError):
+        js.publish_async(subj, b"4")
