@@ -30,17 +30,6 @@ def publish_headers(
     msg_ttl: Optional[float] = None,
 ) -> Optional[Dict[str, str]]:
     """User headers plus the ``Nats-Msg-Id`` / ``Nats-Expected-*`` / ``Nats-TTL`` ones."""
-    if (
-        headers is None
-        and msg_id is None
-        and expected_stream is None
-        and expected_last_seq is None
-        and expected_last_subject_seq is None
-        and expected_last_msg_id is None
-        and expected_last_subject_seq_subject is None
-        and msg_ttl is None
-    ):
-        return None  # the common case, once per publish
     out = dict(headers) if headers else {}
     for key, arg, value in (
         ("Nats-Msg-Id", "msg_id", msg_id),
