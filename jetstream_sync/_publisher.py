@@ -27,6 +27,8 @@ RETRY_ATTEMPTS = 2
 RETRY_WAIT = 0.25
 DEFAULT_MAX_PENDING = 4000
 _SWEEP_INTERVAL = 0.1
+STARVED = 1024  # queued publishes behind an unsent batch, then the publisher steps aside
+_STEP_ASIDE = 0.05  # at most this long
 _RUNNING, _FINISHED = _futures_base.RUNNING, _futures_base.FINISHED
 
 
@@ -239,6 +241,7 @@ class AsyncPublisher(Batcher):
         self._cond = threading.Condition(self._lock)  # entered as _lock where nobody waits (no Python-level __enter__)
         self._waiters = 0
         self._setup_lock = threading.Lock()
+        self._sent = threading.Event()  # set by each send of the queue (see queued())
         speedups = load_speedups()
         # The C accelerator's batch send and PubAck reader, where it is built.
         self._pub_batch = speedups.pub_batch if speedups is not None else None
@@ -272,6 +275,24 @@ class AsyncPublisher(Batcher):
                 "waiting for a publish acknowledgement or reply on the client's event-loop thread "
                 "(for example inside an asyncio callback) would deadlock"
             )
+
+    def queued(self) -> None:
+        """After an append. A thread publishing without pause keeps the GIL,
+        and the loop thread it woke to send waits for it up to the switch
+        interval (5 ms) while the server has nothing to do. So each time
+        another STARVED publishes wait behind a send the loop has not yet made,
+        step aside until it has (bounded: the loop may be busy otherwise)."""
+        queued = len(self._queue)
+        if queued and not queued % STARVED and self._scheduled and not self._lt.in_loop_thread():
+            sent = self._sent
+            sent.clear()
+            if self._scheduled:  # the loop clears it before it sends, then sets ``sent``
+                sent.wait(_STEP_ASIDE)
+        super().queued()
+
+    def _send_now(self) -> None:
+        super()._send_now()
+        self._sent.set()
 
     def kick_quietly(self) -> None:
         """kick(), but a closed or forked connection is not the caller's error here."""

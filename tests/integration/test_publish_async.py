@@ -110,3 +110,29 @@ def test_the_shortcut_for_known_subjects_keeps_every_check(server, stream):
     nc.close()
     with pytest.raises(jss.ConnectionClosedError):
         js.publish_async(subj, b"4")
+
+
+@pytest.mark.timeout(60)
+def test_a_busy_loop_thread_slows_publish_async_only_for_a_bounded_time(js, stream):
+    """Publishers step aside while the loop thread has not sent what they
+    queued (it may be waiting for the GIL), but only briefly: with the loop
+    busy elsewhere for a long while, 3,000 calls still return meanwhile, and
+    every publish is acknowledged once it is free."""
+    import time
+
+    subj = f"{stream.name.lower()}.busy"
+    conn = js.connection
+    js.publish(subj, b"warm")  # the reply subscription exists; the subject is known
+    started, busy_over = threading.Event(), threading.Event()
+
+    def busy():
+        started.set()
+        time.sleep(3)  # the loop thread does nothing else meanwhile
+        busy_over.set()
+
+    conn.loop_thread.call_soon(busy)
+    assert started.wait(5)
+    futures = [js.publish_async(subj, b"%d" % i) for i in range(3000)]
+    assert not busy_over.is_set()  # the calls did not wait for the loop
+    assert js.publish_async_complete(timeout=30)
+    assert [f.result(0).seq for f in futures] == list(range(2, 3002))
