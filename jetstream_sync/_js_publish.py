@@ -92,10 +92,10 @@ class Publishing:
 
         At most ``max_pending`` publishes (see :meth:`set_publish_async_max_pending`,
         default 4000) are in flight; beyond that this call blocks until acks
-        come back (or raises TimeoutError after ``timeout``). Use
-        :meth:`publish_async_complete` to wait for all of them. The Future is
-        running from the start: a publish cannot be withdrawn, so ``cancel()``
-        returns False.
+        come back (or raises TimeoutError after ``timeout``). A thread that
+        queues faster than the loop thread can send (it needs the GIL too) also
+        pauses now and then until the loop has sent: at most 50 ms per 1,024
+        queued publishes. Use :meth:`publish_async_complete` to wait for all of them.
         """
         if (
             type(data) is bytes

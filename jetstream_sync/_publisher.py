@@ -29,7 +29,7 @@ DEFAULT_MAX_PENDING = 4000
 _SWEEP_INTERVAL = 0.1
 STARVED = 1024  # queued publishes behind an unsent batch, then the publisher steps aside
 _STEP_ASIDE = 0.05  # at most this long
-_RUNNING, _FINISHED = _futures_base.RUNNING, _futures_base.FINISHED
+_PENDING, _FINISHED = _futures_base.PENDING, _futures_base.FINISHED
 
 
 _PLAIN_ACK = re.compile(rb'\{"stream":"([^"\\]+)",\s*"seq":(\d+)\}\s*')
@@ -99,10 +99,7 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
         self._attempt = 0
         # Future.__init__ minus the Condition, which _condition makes on demand.
         self._cond: Optional[threading.Condition] = None
-        # Running from the start: the publish is on its way and cannot be
-        # withdrawn, so cancel() returns False (and nothing but the publisher
-        # changes the state, which lets it finish without a lock).
-        self._state = _RUNNING
+        self._state = _PENDING
         self._result = None
         self._exception: Optional[BaseException] = None
         # Future's two lists, made on first use too: every GC-tracked object a
@@ -142,30 +139,17 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
         self._cond = cond
 
     def _finish_unwatched(self, result: Any, exception: Optional[BaseException]) -> bool:
-        """Resolve without taking the Condition if nobody has asked for it yet.
-
-        No lock: only the publisher finishes a future, once, and nothing else
-        changes its state (it is RUNNING, so cancel() refuses). The state is
-        stored before ``_cond`` is read again, and a waiter makes ``_cond``
-        before it reads the state under it: a waiter that came in meanwhile
-        either sees FINISHED or is woken below.
-        """
+        """Resolve without the Condition if nobody has asked for it yet."""
         if self._cond is not None:
             return False
-        if self._state != _RUNNING:
-            raise concurrent.futures.InvalidStateError(f"{self._state}: {self!r}")
-        self._result = result
-        self._exception = exception
-        self._state = _FINISHED
-        cond = self._cond
-        if cond is not None:  # made meanwhile: wake what waits (wait(), as_completed()) or was added
-            with cond:
-                for waiter in self._waiters:
-                    if exception is None:
-                        waiter.add_result(self)
-                    else:
-                        waiter.add_exception(self)
-                cond.notify_all()
+        with _COND_LOCK:
+            if self._cond is not None:
+                return False
+            if self._state != _PENDING:  # pragma: no cover - cancel() makes the Condition
+                raise concurrent.futures.InvalidStateError(f"{self._state}: {self!r}")
+            self._result = result
+            self._exception = exception
+            self._state = _FINISHED
         if self._callback_list:
             self._invoke_callbacks()  # type: ignore[attr-defined]  # Future's private method, not in typeshed
         return True

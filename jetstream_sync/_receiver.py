@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _log = logging.getLogger(__name__)
 monotonic = time.monotonic
+_SLICE = 0.05  # wait_closed() looks at the connection this often
 
 _PACE_WEIGHT = 0.2  # EWMA weight of a new pace sample
 _PACE_RUN = 8  # takes per pace sample
@@ -411,9 +412,12 @@ class Receiver(Resource):
         # The engine may have ended before stop's NAKs reached it (drain, then
         # stop): those are written once the loop has run them.
         for handed in list(self._naks_handed):
-            left = None if deadline is None else max(0.0, deadline - monotonic())
-            if not handed.wait(left):
-                return False
+            # In slices: a loop closed before it ran the hand-over never sets it.
+            while not handed.wait(_SLICE if deadline is None else min(_SLICE, max(0.0, deadline - monotonic()))):
+                if self._conn.closed:
+                    return True
+                if deadline is not None and monotonic() >= deadline:
+                    return False
         return True
 
     def drain(self) -> bool:

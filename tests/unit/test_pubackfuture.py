@@ -63,22 +63,19 @@ def test_wait_as_completed_and_callbacks():
     assert seen == [0, "x"]
 
 
-def test_a_publish_cannot_be_cancelled():
-    """The publish is on its way when the future exists: cancel() says so
-    (False, as for a running call) and the result still comes."""
+def test_cancelled_future_rejects_results():
     f = PubAckFuture(Publisher())
-    assert f.running() and not f.cancel() and not f.cancelled()
-    f.set_result("ack")
-    assert f.result(timeout=0) == "ack" and not f.running()
+    assert f.cancel() and f.cancelled()
     with pytest.raises(concurrent.futures.InvalidStateError):
-        f.set_result("twice")
+        f.set_result("too late")
+    with pytest.raises(concurrent.futures.CancelledError):
+        f.result()
 
 
-class Racing(PubAckFuture):
-    """Runs ``arrive`` at the worst moment for a resolver without a lock: it
-    has found no Condition and is about to store FINISHED."""
+class Paused(PubAckFuture):
+    """Stops its resolver right before it stores FINISHED (at most 1 s)."""
 
-    arrive = None
+    gate = None
 
     @property
     def _state(self):
@@ -86,48 +83,61 @@ class Racing(PubAckFuture):
 
     @_state.setter
     def _state(self, value):
-        if value == "FINISHED" and self.arrive is not None:
-            arrive, self.arrive = self.arrive, None
-            arrive(self)
+        if value == "FINISHED" and self.gate is not None:
+            gate, self.gate = self.gate, None
+            self.pausing.set()
+            gate.wait(1.0)
         self.__dict__["_st"] = value
 
 
-def blocked_in(f, call):
-    """Start ``call(f)`` in a thread; return once it waits: on f's Condition
-    (result()) or registered among f's waiters (wait())."""
-    out = []
-    t = threading.Thread(target=lambda: out.append(call(f)), daemon=True)
-    t.start()
-    deadline = time.monotonic() + 5
-    while not (f._cond is not None and (f._cond._waiters or f._waiter_list)):  # Condition's list of blocked threads
-        assert time.monotonic() < deadline, "the waiter never blocked"
-        time.sleep(0.001)
-    return t, out
-
-
 @pytest.mark.timeout(30)
-@pytest.mark.parametrize("how", ["result", "wait", "callback"])
-def test_a_waiter_that_comes_in_while_it_resolves_is_not_missed(how):
-    """Resolving takes no lock when nobody waits. A waiter (result(), wait(),
-    a callback) that arrives between its check and its store of the state
-    must still be woken or called (a missed one would hang or never run)."""
-    f = Racing(Publisher())
-    waiting = []
-    seen = []
+@pytest.mark.parametrize("how", ["wait", "as_completed"])
+def test_wait_and_as_completed_see_a_state_that_does_not_change_under_them(how, monkeypatch):
+    """wait() and as_completed() read the states while holding each future's
+    Condition and count on them not changing meanwhile. A resolver storing
+    FINISHED without the lock at that moment made wait() hang (it counted the
+    future as pending, then was told of it once more) and as_completed()
+    yield a future twice."""
+    import concurrent.futures._base as base
 
-    def arrive(fut):
-        if how == "callback":
-            fut.add_done_callback(seen.append)
-        elif how == "result":
-            waiting.append(blocked_in(fut, lambda x: x.result(timeout=10)))
-        else:
-            waiting.append(blocked_in(fut, lambda x: concurrent.futures.wait([x], timeout=10)[0]))
+    racer, other = Paused(Publisher()), PubAckFuture(Publisher())
+    racer.pausing, gate = threading.Event(), threading.Event()
+    racer.gate = gate
+    resolver = threading.Thread(target=racer.set_result, args=("ack",), daemon=True)
+    resolver.start()
+    assert racer.pausing.wait(5)  # the resolver is about to store FINISHED
 
-    f.arrive = arrive
-    f.set_result("ack")
-    if how == "callback":
-        assert seen == [f]
-    else:
-        t, out = waiting[0]
-        t.join(5)
-        assert not t.is_alive() and out == ["ack" if how == "result" else {f}]
+    def let_it_store():  # while the Conditions are held: the resolver may store now
+        gate.set()
+        deadline = time.monotonic() + 0.2
+        while racer.__dict__.get("_st") != "FINISHED" and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+    out = []
+    if how == "wait":  # between its scan of the states and its count of the pending ones
+        install = base._create_and_install_waiters
+
+        def scanned(fs, return_when):
+            let_it_store()
+            return install(fs, return_when)
+
+        monkeypatch.setattr(base, "_create_and_install_waiters", scanned)
+        waiting = threading.Thread(target=lambda: out.append(concurrent.futures.wait([racer])), daemon=True)
+        waiting.start()
+        waiting.join(5)
+        assert out and out[0].done == {racer}, "wait() did not return"
+    else:  # once it holds the Conditions, before it scans the states
+
+        class Acquired(base._AcquireFutures):
+            def __enter__(self):
+                super().__enter__()
+                let_it_store()
+
+            def __exit__(self, *exc):
+                super().__exit__(*exc)
+                resolver.join(5)  # the resolver finishes before as_completed goes on
+
+        monkeypatch.setattr(base, "_AcquireFutures", Acquired)
+        threading.Timer(0.2, other.set_result, args=("later",)).start()
+        seen = list(concurrent.futures.as_completed([racer, other], timeout=5))
+        assert sorted(map(id, seen)) == sorted([id(racer), id(other)])  # each once
