@@ -7,12 +7,12 @@ import concurrent.futures
 import json
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from nats.nuid import NUID
 
 from . import errors, options
-from ._publish import check_publish, publish_headers
+from ._publish import check_publish, known_subject, publish_headers
 from .options import as_bytes
 from .models import PubAck, StoredMsg
 
@@ -23,7 +23,6 @@ MAX_BATCH = 1000  # messages per atomic batch (the server's default limit, ADR-5
 BatchItem = Union[Tuple[str, Union[bytes, str]], Tuple[str, Union[bytes, str], Optional[Dict[str, str]]]]
 _NUID = NUID()  # batch ids; NUID is not thread-safe
 _NUID_LOCK = threading.Lock()
-_PLAIN: Set[str] = set()  # subjects that passed check_publish (a few per program)
 
 
 class Publishing:
@@ -109,7 +108,7 @@ class Publishing:
             and expected_last_subject_seq_subject is None
             and msg_ttl is None
             and timeout is None
-            and subject in _PLAIN
+            and known_subject(subject)
         ):  # the usual call: a subject already checked, bytes, no options (_prepare's checks, in short)
             conn = self.connection
             conn.check()
@@ -132,10 +131,7 @@ class Publishing:
         # No headers and no expectations (the common case): skip building them.
         hdrs = None if headers is None and expectations.count(None) == len(expectations) else publish_headers(headers, *expectations)
         payload = data if type(data) is bytes else as_bytes(data)
-        hdr = check_publish(conn, subject, payload, hdrs)
-        if len(_PLAIN) < 1024 and type(subject) is str:
-            _PLAIN.add(subject)  # passed every check of the subject alone
-        return t, payload, hdrs, hdr
+        return t, payload, hdrs, check_publish(conn, subject, payload, hdrs)
 
     def publish_batch(self, messages: Iterable[BatchItem], *, timeout: Optional[float] = None) -> PubAck:
         """Atomic batch publish (ADR-50; the stream needs ``allow_atomic``,

@@ -65,6 +65,12 @@ def check_line(subject: str) -> None:
     options.control_line(subject, "x" * _REPLY_ROOM)
 
 
+def known_subject(subject: str) -> bool:
+    """``check_publish`` would accept ``subject`` itself (a plain subject
+    checked before, short enough for any reply): the caller may skip those checks."""
+    return len(subject) <= _SHORT_SUBJECT and subject in options.checked_subjects
+
+
 def check_publish(conn: "Connection", subject: str, payload: bytes, headers: Optional[Dict[str, str]]) -> bytes:
     """Validate a publish in the calling thread; returns its header block (b"" if none).
 

@@ -27,7 +27,7 @@ RETRY_ATTEMPTS = 2
 RETRY_WAIT = 0.25
 DEFAULT_MAX_PENDING = 4000
 _SWEEP_INTERVAL = 0.1
-STARVED = 1024  # queued publishes behind an unsent batch, then the publisher steps aside
+_STARVED = 1024  # queued publishes behind an unsent batch, then the publisher steps aside
 _STEP_ASIDE = 0.05  # at most this long
 _PENDING, _FINISHED = _futures_base.PENDING, _futures_base.FINISHED
 
@@ -264,10 +264,10 @@ class AsyncPublisher(Batcher):
         """After an append. A thread publishing without pause keeps the GIL,
         and the loop thread it woke to send waits for it up to the switch
         interval (5 ms) while the server has nothing to do. So each time
-        another STARVED publishes wait behind a send the loop has not yet made,
+        another _STARVED publishes wait behind a send the loop has not yet made,
         step aside until it has (bounded: the loop may be busy otherwise)."""
         queued = len(self._queue)
-        if queued and not queued % STARVED and self._scheduled and not self._lt.in_loop_thread():
+        if queued and not queued % _STARVED and self._scheduled and not self._lt.in_loop_thread():
             sent = self._sent
             sent.clear()
             if self._scheduled:  # the loop clears it before it sends, then sets ``sent``

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -118,8 +119,6 @@ def test_a_busy_loop_thread_slows_publish_async_only_for_a_bounded_time(js, stre
     queued (it may be waiting for the GIL), but only briefly: with the loop
     busy elsewhere for a long while, 3,000 calls still return meanwhile, and
     every publish is acknowledged once it is free."""
-    import time
-
     subj = f"{stream.name.lower()}.busy"
     conn = js.connection
     js.publish(subj, b"warm")  # the reply subscription exists; the subject is known
