@@ -40,6 +40,7 @@ _log = logging.getLogger(__name__)
 RESET_BACKOFF_START = 1.0
 RESET_BACKOFF_MAX = 10.0
 _DELETE_TIMEOUT = 10.0
+_MIN_PULL = 0.05  # seconds: a re-pull with less of its expiry left is not sent
 # Statuses that mean the server consumer is gone or unreachable: recreate it.
 _RECREATE_ON = (StatusKind.CONSUMER_DELETED, StatusKind.NO_RESPONDERS)
 # Statuses that end an ordered fetch short, without an error: the server
@@ -392,16 +393,19 @@ class OrderedFetchEngine(FetchEngine):
             self._end_pull(None)
             return
         left = o.expires - (time.monotonic() - self._began) if o.expires else 0.0
-        if self._done or (o.expires and left < max(2 * o.idle_heartbeat, 0.01)):
+        if self._done or (o.expires and left < _MIN_PULL):
             self._end_pull(None)  # given up meanwhile, or no time left for a pull
             return
+        # What is left may be shorter than two heartbeats: the server refuses
+        # a pull whose heartbeat exceeds half its expiry.
+        hb = o.idle_heartbeat if 2 * o.idle_heartbeat <= left else 0.0
         self._target = target
         self._subject = target.pull_subject
         if self._remove_perm is not None:
             self._remove_perm()
             self._remove_perm = self._conn.watch_permission(target.pull_subject, self._denied)
         self._watch.traffic()
-        self._send_pull(pull_request(o.max_messages, left, o.max_bytes, o.idle_heartbeat, o.no_wait, None, ""))
+        self._send_pull(pull_request(o.max_messages, left, o.max_bytes, hb, o.no_wait, None, ""))
 
 
 def start_time(value: Any) -> Optional[datetime.datetime]:

@@ -262,13 +262,27 @@ def _ended(receiver: Receiver) -> bool:
 
 
 def _check_start(cfg: ConsumerConfig) -> None:
-    """The start options must agree with the deliver policy, as the server requires."""
+    """The start options must agree with the deliver policy, as the server
+    requires. A policy that names one start option drops the other (as
+    nats.go): ``by_start_sequence`` keeps ``opt_start_seq``, ``by_start_time``
+    keeps ``opt_start_time``; with no policy, both at once is refused.
+    ``last_per_subject`` with no filter reads every subject (``>``)."""
     policy = cfg.deliver_policy or DeliverPolicy.ALL
+    if policy is DeliverPolicy.BY_START_SEQUENCE:
+        cfg.opt_start_time = None
+    elif policy is DeliverPolicy.BY_START_TIME:
+        cfg.opt_start_seq = None
+    elif cfg.opt_start_seq is not None and cfg.opt_start_time is not None:
+        raise errors.InvalidOptionError(
+            "give opt_start_seq or opt_start_time, not both (or name one with deliver_policy)"
+        )
+    if policy is DeliverPolicy.LAST_PER_SUBJECT and not cfg.filter_subjects and not cfg.filter_subject:
+        cfg.filter_subjects = [">"]  # the server wants a filter for this policy
     if policy is DeliverPolicy.BY_START_SEQUENCE:
         if not cfg.opt_start_seq:
             raise errors.InvalidOptionError("deliver_policy 'by_start_sequence' needs opt_start_seq")
     elif cfg.opt_start_seq is not None:
-        if policy is not DeliverPolicy.ALL or cfg.opt_start_time is not None:
+        if policy is not DeliverPolicy.ALL:
             raise errors.InvalidOptionError("opt_start_seq goes with deliver_policy 'by_start_sequence'")
         cfg.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
     if cfg.opt_start_seq is not None and (

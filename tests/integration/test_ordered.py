@@ -543,6 +543,47 @@ def test_a_fetch_after_the_consumer_vanished_is_not_empty(server, js, stream, su
     assert seqs(got) == [6, 7, 8, 9, 10]
 
 
+def test_a_fetch_with_heartbeats_after_the_consumer_vanished_delivers_in_the_same_call(js, stream, subj):
+    # expires=10 asks for 5 s heartbeats: the pull sent again on the new
+    # consumer has a little less than 10 s left and must still go out.
+    fill(js, subj, 3000)
+    oc = stream.ordered_consumer()
+    assert seqs(oc.fetch(1000)) == list(range(1, 1001))
+    js.delete_consumer(stream.name, oc.name)
+    t0 = time.monotonic()
+    got = seqs(oc.fetch(1000, expires=10))
+    assert got == list(range(1001, 2001))
+    assert time.monotonic() - t0 < 10  # the batch filled; the pull did not run to expiry
+    assert seqs(oc.fetch(1000, expires=10)) == list(range(2001, 3001))
+
+
+def test_last_per_subject_without_a_filter_reads_every_subjects_last(js, stream, subj):
+    base = stream.name.lower()
+    for key in ("a", "b", "a", "c", "b"):
+        js.publish(f"{base}.{key}", key.encode())
+    oc = stream.ordered_consumer(deliver_policy="last_per_subject")
+    assert seqs(oc.fetch(10, expires=1)) == [3, 4, 5]
+    assert oc.info().config.filter_subjects == [">"] or oc.info().config.filter_subject == ">"
+
+
+@pytest.mark.parametrize("policy", ["by_start_sequence", "by_start_time"])
+def test_the_deliver_policy_picks_between_both_start_options(js, stream, subj, policy):
+    fill(js, subj, 3)
+    time.sleep(0.01)  # distinct timestamps on either side of the cut, not synchronisation
+    cut = datetime.datetime.now(datetime.timezone.utc)
+    fill(js, subj, 2)
+    oc = stream.ordered_consumer(deliver_policy=policy, opt_start_seq=2, opt_start_time=cut)
+    want = [2, 3, 4, 5] if policy == "by_start_sequence" else [4, 5]
+    assert seqs(oc.fetch(10, expires=1)) == want
+
+
+def test_both_start_options_without_a_policy_are_refused(js, stream):
+    cut = datetime.datetime.now(datetime.timezone.utc)
+    with pytest.raises(jss.InvalidOptionError, match="not both"):
+        stream.ordered_consumer(opt_start_seq=2, opt_start_time=cut)
+    assert js.consumer_names(stream.name) == []
+
+
 @pytest.mark.timeout(60)
 def test_next_waits_through_a_server_restart(private_server, fnc):
     # The waiting pull ends with "409 Server Shutdown" and the memory consumer
