@@ -93,12 +93,15 @@ def _retryable(exc: BaseException) -> bool:
 
 
 def find_stream(js: "JetStream", subject: str) -> str:
-    """The one stream that captures ``subject`` (ADR-15 stream lookup)."""
-    names = js.stream_names(subject)
+    """The one stream that captures ``subject`` (ADR-15 stream lookup); with
+    no subject, the account's only stream (as nats-py, which asks the server
+    with an empty subject; where it takes the first of several, this refuses)."""
+    names = js.stream_names(subject or None)
+    what = f"subject {subject!r}" if subject else "no subject (the account's streams)"
     if not names:
-        raise errors.StreamNotFoundError(404, errors.ErrorCode.STREAM_NOT_FOUND, f"no stream matches subject {subject!r}")
+        raise errors.StreamNotFoundError(404, errors.ErrorCode.STREAM_NOT_FOUND, f"no stream matches {what}")
     if len(names) > 1:
-        raise errors.SubscribeError(f"subject {subject!r} is in more than one stream: {', '.join(sorted(names))}")
+        raise errors.SubscribeError(f"{what} is in more than one stream: {', '.join(sorted(names))}; give stream=")
     return names[0]
 
 
@@ -461,9 +464,7 @@ def _stream_of(js: "JetStream", subject: str, stream: Optional[str]) -> str:
     """The stream given (checked), else the one that captures ``subject``."""
     if stream is not None:
         return options.name("stream", stream)
-    if subject:
-        return find_stream(js, subject)
-    raise errors.InvalidOptionError("give a subject or a stream")
+    return find_stream(js, subject)
 
 
 def _consumer_name(durable: Optional[str], config: Optional[ConsumerConfig]) -> Optional[str]:

@@ -171,6 +171,19 @@ def test_subject_in_no_stream_or_two_streams(js, multi):
         js.pull_subscribe(">", "x")
 
 
+def test_pull_subscribe_with_no_subject_binds_to_the_only_stream(js, multi):
+    # nats-py's pull_subscribe("", "all"): the server names the stream.
+    publish(js, "a2", 3)
+    sub = js.pull_subscribe("", "all")
+    assert sub.consumer_info().stream_name == multi
+    assert len(sub.fetch(3, timeout=5)) == 3
+    sub.unsubscribe()
+    js.create_stream(name="OTHER", subjects=["b.>"])
+    with pytest.raises(jss.SubscribeError, match="OTHER.*TEST2|TEST2.*OTHER"):
+        js.pull_subscribe("", "all")
+    assert js.consumer_names(multi) == []
+
+
 @pytest.mark.parametrize(
     "args, kwargs",
     [
@@ -179,7 +192,6 @@ def test_subject_in_no_stream_or_two_streams(js, multi):
         (("a1",), {"stream": "bad.stream"}),
         (("a1",), {"config": {"max_waiting": 3}}),
         (("a1",), {"config": jss.ConsumerConfig(deliver_subject="x")}),
-        (("",), {}),
     ],
 )
 def test_pull_subscribe_bad_input_sends_nothing(js, multi, args, kwargs):
