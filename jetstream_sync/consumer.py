@@ -120,8 +120,8 @@ class Consumer(BaseConsumer):
         idle_heartbeat: Optional[float] = None,
         **priority: Any,
     ) -> FetchResult:
-        """One pull of up to ``max_messages`` messages or ``max_bytes`` bytes
-        (exactly one of them), waiting up to ``expires`` seconds.
+        """One pull of up to ``max_messages`` messages and/or ``max_bytes``
+        bytes (whichever is reached first), waiting up to ``expires`` seconds.
 
         Returns at once; iterating blocks per message until the pull is
         complete. ``idle_heartbeat`` defaults to 5 s when ``expires`` >= 10 s.
@@ -135,11 +135,20 @@ class Consumer(BaseConsumer):
         return self._fetch(opts)
 
     def fetch_no_wait(
-        self, max_messages: Optional[int] = None, *, max_bytes: Optional[int] = None, **priority: Any
+        self,
+        max_messages: Optional[int] = None,
+        *,
+        max_bytes: Optional[int] = None,
+        expires: Optional[float] = None,
+        **priority: Any,
     ) -> FetchResult:
-        """One pull of what is available right now (up to the limit); never waits for new messages."""
+        """One pull of what is available right now (up to the limits); never
+        waits for new messages. With ``expires`` (seconds; default None, no
+        wait at all), it waits up to that long for the first messages when
+        none are there, then returns with what came (nats.java's
+        ``noWaitExpiresIn``)."""
         prio = self._priority(priority)
-        opts = fetch_options(max_messages, max_bytes, None, None, no_wait=True, priority=prio)
+        opts = fetch_options(max_messages, max_bytes, expires, None, no_wait=True, priority=prio)
         return self._fetch(opts)
 
     def next(self, timeout: float = 30.0, **priority: Any) -> Msg:

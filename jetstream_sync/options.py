@@ -516,22 +516,27 @@ class FetchOptions:
 def fetch_options(
     max_messages: Optional[int] = None,
     max_bytes: Optional[int] = None,
-    expires: Optional[float] = DEFAULT_EXPIRES,
+    expires: Optional[float] = None,
     idle_heartbeat: Optional[float] = None,
     no_wait: bool = False,
     priority: Optional["PriorityOptions"] = None,
 ) -> FetchOptions:
-    """Defaults and validation of ADR-37 fetch options; raises InvalidOptionError."""
-    if (max_messages is None) == (max_bytes is None):
-        raise errors.InvalidOptionError("give exactly one of max_messages or max_bytes")
-    if max_bytes is not None:
-        mbytes, msgs = _count("max_bytes", max_bytes), BYTES_MODE_BATCH
-    else:
-        mbytes, msgs = 0, _count("max_messages", max_messages)
+    """Defaults and validation of ADR-37 fetch options; raises InvalidOptionError.
+
+    ``max_messages`` and/or ``max_bytes`` (at least one; the pull ends at
+    whichever is reached first). ``no_wait`` with ``expires`` (seconds) is
+    nats.java's "no wait, expires in": it waits up to ``expires`` for the
+    first messages and returns with what is there; without, nothing waits.
+    ``expires`` None: 30 s (no wait: none)."""
+    if max_messages is None and max_bytes is None:
+        raise errors.InvalidOptionError("give max_messages, max_bytes or both")
+    mbytes = _count("max_bytes", max_bytes) if max_bytes is not None else 0
+    msgs = _count("max_messages", max_messages) if max_messages is not None else BYTES_MODE_BATCH
     if no_wait:
         if idle_heartbeat:
             raise errors.InvalidOptionError("fetch_no_wait takes no idle_heartbeat")
-        return FetchOptions(msgs, mbytes, 0.0, 0.0, True, priority)
+        exp = duration("expires", expires) if expires is not None else 0.0
+        return FetchOptions(msgs, mbytes, exp, 0.0, True, priority)
     exp = duration("expires", DEFAULT_EXPIRES if expires is None else expires)
     if idle_heartbeat is None:
         hb = FETCH_HEARTBEAT if exp >= FETCH_HEARTBEAT_FROM else 0.0

@@ -182,9 +182,12 @@ class OrderedConsumer:
             "fetch", lambda target, engine: FetchResult(self._conn, target, o, engine, OrderedReceiver), bound=expires
         )
 
-    def fetch_no_wait(self, max_messages: Optional[int] = None, *, max_bytes: Optional[int] = None) -> FetchResult:
-        """One pull of what is available now, in order."""
-        o = fetch_options(max_messages, max_bytes, None, None, no_wait=True)
+    def fetch_no_wait(
+        self, max_messages: Optional[int] = None, *, max_bytes: Optional[int] = None, expires: Optional[float] = None
+    ) -> FetchResult:
+        """One pull of what is available now, in order; ``expires`` as
+        :meth:`Consumer.fetch_no_wait`."""
+        o = fetch_options(max_messages, max_bytes, expires, None, no_wait=True)
         return self._open("fetch", lambda target, engine: FetchResult(self._conn, target, o, engine, OrderedReceiver))
 
     def next(self, timeout: float = 30.0) -> Msg:

@@ -82,7 +82,7 @@ def test_invalid_fetch_options_send_nothing(nc, stream, cons):
         with pytest.raises(jss.InvalidOptionError):
             cons.fetch(5, **kwargs)
     with pytest.raises(jss.InvalidOptionError):
-        cons.fetch(5, max_bytes=10)
+        cons.fetch(5, max_bytes=0)
     with pytest.raises(jss.InvalidOptionError):
         cons.fetch()
     assert spy.count == 0
@@ -110,6 +110,33 @@ def test_fetch_bytes(js, stream, max_bytes, expected):
     assert len(msgs) == expected
     assert all(m.size == 60 for m in msgs)
     assert time.monotonic() - start < 2  # ended by the server's status, not the expiry
+
+
+def test_fetch_with_both_limits_ends_at_whichever_comes_first(js, stream):
+    subj = f"{stream.name.lower()}.x"
+    publish(js, subj, 5, sized_payload(stream.name, "c", subj, 60))
+    cons = stream.create_consumer(durable_name="c")
+    start = time.monotonic()
+    assert len(list(cons.fetch(10, max_bytes=250, expires=5))) == 4  # the bytes first
+    assert len(list(cons.fetch(1, max_bytes=1500, expires=5))) == 1  # the count first
+    assert time.monotonic() - start < 2  # neither ran to its expiry
+
+
+def test_fetch_no_wait_with_expires_waits_for_the_first_messages(js, subj, cons):
+    start = time.monotonic()
+    assert list(cons.fetch_no_wait(10, expires=0.5)) == []  # nothing came: ends at the expiry
+    assert 0.4 < time.monotonic() - start < 2
+    result = cons.fetch_no_wait(10, expires=10)
+    publish(js, subj, 1)
+    start = time.monotonic()
+    got = [m.data for m in result]
+    assert got == [b"0"]
+    assert time.monotonic() - start < 5  # returned with the first, not at the expiry
+    publish(js, subj, 5, start=1)
+    wait_until(lambda: cons.info().num_pending == 5)
+    start = time.monotonic()
+    assert [m.data for m in cons.fetch_no_wait(10, expires=10)] == [b"1", b"2", b"3", b"4", b"5"]
+    assert time.monotonic() - start < 5
 
 
 def test_fetch_bytes_until_timeout(js, subj, cons):

@@ -299,7 +299,7 @@ def test_bad_consume_options_send_nothing(nc, stream, kwargs):
     with pytest.raises(jss.InvalidOptionError):
         cons.consume(lambda m: None, **kwargs)
     with pytest.raises(jss.InvalidOptionError):
-        cons.fetch(10, max_bytes=100)  # fetch: exactly one of them
+        cons.fetch(**kwargs)  # fetch checks the limits as messages() does
     assert spy.count == 0 and cons.info().num_waiting == 0
 
 

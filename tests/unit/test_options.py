@@ -78,11 +78,22 @@ def test_fetch_defaults():
     assert (nw.expires, nw.idle_heartbeat, nw.no_wait, nw.client_timeout) == (0.0, 0.0, True, 1.0)
 
 
+def test_fetch_with_both_limits_and_no_wait_with_expires():
+    # nats.java's fetch shapes: both limits (whichever is reached first), and no-wait with an expiry.
+    both = fetch_options(10, max_bytes=1500)
+    assert (both.max_messages, both.max_bytes) == (10, 1500)
+    nwe = fetch_options(10, expires=1, no_wait=True)
+    assert (nwe.no_wait, nwe.expires, nwe.idle_heartbeat, nwe.client_timeout) == (True, 1.0, 0.0, 2.0)
+    assert json.loads(pull_request(10, nwe.expires, 1500, 0, True)) == {
+        "batch": 10, "expires": 1_000_000_000, "max_bytes": 1500, "no_wait": True
+    }
+
+
 @pytest.mark.parametrize(
     "args, kwargs",
     [
         ((), {}),
-        ((5,), {"max_bytes": 10}),
+        ((5,), {"max_bytes": 0}),
         ((5,), {"expires": -0.05}),
         ((5,), {"expires": 0}),
         ((5,), {"idle_heartbeat": 20}),
@@ -258,7 +269,9 @@ def test_duration_options_keep_their_semantics_and_fit_int64_nanoseconds():
     assert fetch_options(5, expires=0.01).expires == 0.01
     assert fetch_options(5, expires=2, idle_heartbeat=1).idle_heartbeat == 1.0
     assert fetch_options(5, expires=None).expires == 30.0
-    assert fetch_options(5, expires=INF, no_wait=True).no_wait  # expires is ignored with no_wait
+    assert fetch_options(5, expires=1, no_wait=True).expires == 1.0  # nats.java's noWaitExpiresIn
+    with pytest.raises(jss.InvalidOptionError, match="finite"):
+        fetch_options(5, expires=INF, no_wait=True)
     long = consume_options(expires=365 * 86400)
     body = json.loads(pull_request(long.max_messages, long.expires, 0, long.idle_heartbeat))
     assert body["expires"] == 365 * 86400 * 10**9 < 2**63 - 1
