@@ -164,8 +164,10 @@ def test_max_messages_with_max_bytes_caps_each_pull():
         consume_options(max_messages=10, max_bytes=100, threshold_bytes=50)
     with pytest.raises(jss.InvalidOptionError, match="max_messages"):
         consume_options(max_messages=0, max_bytes=100)
-    with pytest.raises(jss.InvalidOptionError):
-        fetch_options(10, max_bytes=100)  # fetch stays exactly one of them (ADR-37)
+    both = fetch_options(10, max_bytes=100)  # fetch takes both too, as nats.java does
+    assert (both.max_messages, both.max_bytes) == (10, 100)
+    with pytest.raises(jss.InvalidOptionError, match="max_messages"):
+        fetch_options(0, max_bytes=100)
 
 
 def test_pause_until():
