@@ -494,7 +494,8 @@ def _create(js: "JetStream", stream: str, cfg: ConsumerConfig, check: Callable[[
     """Create the consumer; if another process created it meanwhile, bind to
     it after the checks (ADR-15 race). Returns (info, created)."""
     try:
-        return js.create_consumer(stream, cfg).cached_info, True
+        made = js.create_push_consumer(stream, cfg) if cfg.deliver_subject else js.create_consumer(stream, cfg)
+        return made.cached_info, True
     except errors.APIError as exc:
         if exc.err_code not in (errors.ErrorCode.CONSUMER_ALREADY_EXISTS, errors.ErrorCode.CONSUMER_NAME_EXISTS):
             raise
@@ -534,8 +535,7 @@ def pull_subscribe(
         if cfg.ack_policy is None:
             cfg.ack_policy = AckPolicy.EXPLICIT
         info, created = _create(js, stream, cfg, lambda i: bind_check(i, subject, None, True, wanted))
-    consumer = js.consumer(stream, info.name)
-    return PullSubscription(js, consumer, subject, created)  # type: ignore[arg-type]
+    return PullSubscription(js, js.consumer(stream, info.name), subject, created)
 
 
 def subscribe(
@@ -597,14 +597,14 @@ def subscribe(
         deliver = js.connection.new_inbox()
         cfg = push_config(wanted, subject, name, queue, deliver)
         info, created = _create(js, stream, cfg, check)
-    consumer: Any = js.consumer(stream, info.name)
+    consumer = js.push_consumer(stream, info.name)
     caller = _Caller()
     try:
         if cb is not None:
             handler = caller.wrap(cb if manual_ack or _acks_off(info) else auto_ack(cb))
             # exclusive=False: ADR-15's binding checks were made above (a
             # consumer created here may have a plain subscriber on its deliver subject).
-            ctx: Any = consumer.consume(handler, error_handler=error_handler, exclusive=False)
+            ctx: "MessagesContext | ConsumeContext" = consumer.consume(handler, error_handler=error_handler, exclusive=False)
         else:
             ctx = consumer.messages(error_handler=error_handler, exclusive=False)
     except BaseException:
