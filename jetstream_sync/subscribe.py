@@ -181,6 +181,7 @@ class _Subscription:
         self._js = js
         self.stream = stream
         self._consumer = consumer
+        self.filter_subject = subject  # the subject subscribed to ("" when bound by name)
         self.subject = subject
         self._created = created  # still to delete (cleared once deleted)
         self._lock = threading.Lock()
@@ -308,7 +309,12 @@ class PullSubscription(_Subscription):
 class PushSubscription(_Subscription):
     """A push subscription (ADR-15), or an ordered one: read with
     :meth:`next_msg` or iteration, or give ``cb`` to have a worker thread
-    call it (acking after it returns unless ``manual_ack``)."""
+    call it (acking after it returns unless ``manual_ack``).
+
+    ``subject`` is the consumer's deliver subject, which the messages arrive
+    on (as nats-py's); ``filter_subject`` the subject given to subscribe().
+    An ordered subscription is pull-based here and has no deliver subject:
+    its ``subject`` is the subject given."""
 
     def __init__(
         self,
@@ -321,8 +327,10 @@ class PushSubscription(_Subscription):
         queue: Optional[str],
         consumer_name: Callable[[], Optional[str]],
         caller: Optional["_Caller"] = None,
+        deliver_subject: str = "",
     ) -> None:
         super().__init__(js, stream, consumer, subject, created)
+        self.subject = deliver_subject or subject
         self._ctx = ctx
         self.queue = queue
         self._consumer_name = consumer_name  # ordered: the name changes as it is recreated
@@ -611,7 +619,9 @@ def subscribe(
         if created:
             _delete_quietly(js, stream, info.name)
         raise
-    return PushSubscription(js, stream, info.name, subject, created, ctx, queue, lambda: info.name, caller)
+    return PushSubscription(
+        js, stream, info.name, subject, created, ctx, queue, lambda: info.name, caller, consumer.deliver_subject
+    )
 
 
 def _subscribe_ordered(

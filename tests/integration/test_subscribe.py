@@ -261,7 +261,7 @@ def test_subscribe_bind_uses_the_consumers_deliver_subject(js, nc):
     inbox = nc.new_inbox()
     js.create_consumer("hello-stream", durable_name="alice", deliver_subject=inbox)
     sub = js.subscribe_bind("hello-stream", "alice")
-    assert sub.subject == "" and sub.consumer == "alice"
+    assert (sub.subject, sub.filter_subject, sub.consumer) == (inbox, "", "alice")
     publish(js, "hello-subject", 10)
     for _ in range(10):
         sub.next_msg(timeout=5).ack()
@@ -283,7 +283,7 @@ def test_subscribe_with_a_deliver_subject_in_the_config(js, nc, quux):
     plain = nc.subscribe("pconfig-deliver")
     got = []
     sub = js.subscribe("quux", stream=quux, cb=got.append, config=jss.ConsumerConfig(name="pconfig-ps", deliver_subject="pconfig-deliver"))
-    assert sub.subject == "quux"
+    assert (sub.subject, sub.filter_subject) == ("pconfig-deliver", "quux")
     assert js.consumer_info(quux, "pconfig-ps").config.deliver_subject == "pconfig-deliver"
     publish(js, "quux", 10)
     wait_until(lambda: len(got) == 10)
@@ -291,6 +291,25 @@ def test_subscribe_with_a_deliver_subject_in_the_config(js, nc, quux):
     assert sorted(seen) == sorted(m.data for m in got)
     sub.unsubscribe()
     plain.unsubscribe()
+
+
+def test_push_subscription_subject_is_the_consumers_deliver_subject(js, nc, quux):
+    """As nats-py's Subscription.subject; the subject asked for is filter_subject."""
+    named = js.subscribe("quux", stream=quux, config=jss.ConsumerConfig(name="pconfig", deliver_subject="pconfig-deliver"))
+    made = js.subscribe("quux", durable="inboxed")  # the deliver subject is an inbox made here
+    queued = [js.subscribe("quux", "wq") for _ in range(2)]
+    try:
+        assert named.subject == "pconfig-deliver" and named.filter_subject == "quux"
+        assert made.subject == js.consumer_info(quux, "inboxed").config.deliver_subject != "quux"
+        assert made.filter_subject == "quux" and made.subject.startswith("_INBOX.")
+        assert queued[0].subject == queued[1].subject == js.consumer_info(quux, "wq").config.deliver_subject
+        assert "pconfig-deliver" in repr(named)
+        pulled = js.pull_subscribe("quux", "pulled")  # no deliver subject: the filter subject, as before
+        assert pulled.subject == pulled.filter_subject == "quux"
+        pulled.unsubscribe()
+    finally:
+        for sub in (named, made, *queued):
+            sub.unsubscribe()
 
 
 def test_subscribe_filter_subjects(js):
