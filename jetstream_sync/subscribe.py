@@ -580,10 +580,13 @@ def subscribe(
     if ordered_consumer:
         return _subscribe_ordered(js, subject, queue, cb, durable, stream, config, hb, extra, error_handler)
     if queue:
-        named = durable or (config.durable_name or config.name if config is not None else None)
-        if named and named != queue:
-            raise errors.InvalidOptionError(f"cannot create queue subscription {queue!r} to consumer {named!r}")
-        durable = durable or queue  # the queue name is the durable name (as nats-py)
+        group = config.deliver_group if config is not None else None
+        if group and group != queue:
+            raise errors.InvalidOptionError(f"queue {queue!r} and the config's deliver_group {group!r} differ")
+        # Unnamed, the consumer is named after the queue (as nats-py). Named
+        # otherwise, it must exist with the queue as its deliver group: below,
+        # bind_check names both groups when they differ (ADR-15).
+        durable = durable or (config.durable_name or config.name if config is not None else None) or queue
         if flow_control or (config is not None and config.flow_control):
             raise errors.InvalidOptionError("flow control is not supported with a queue subscription (ADR-15)")
         if hb or (config is not None and config.idle_heartbeat):
@@ -595,6 +598,11 @@ def subscribe(
     stream = _stream_of(js, subject, stream)
     info = _lookup(js, stream, name, bind)
     created = False
+    if info is None and queue and name != queue:
+        raise errors.InvalidOptionError(
+            f"cannot create queue subscription {queue!r} to consumer {name!r}: there is no such consumer,"
+            " and one created for a queue subscription is named after the queue"
+        )
 
     def check(i: ConsumerInfo) -> None:
         bind_check(i, subject, queue, False, wanted)

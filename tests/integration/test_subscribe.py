@@ -225,7 +225,7 @@ def test_push_bound_durable_refuses_a_second_subscriber(js, quux):
     wait_until(lambda: js.consumer_info(quux, "singleton").push_bound)
     with pytest.raises(jss.SubscribeError, match="already bound"):
         js.subscribe("quux", durable="singleton")
-    with pytest.raises(jss.InvalidOptionError, match="cannot create queue subscription 'foo' to consumer 'singleton'"):
+    with pytest.raises(jss.SubscribeError, match="queue subscription 'foo': consumer 'singleton' was created without a deliver group"):
         js.subscribe("quux", queue="foo", durable="singleton")
     wait_until(lambda: len(got) == 10)
     two = js.subscribe("quux", durable="two")
@@ -402,6 +402,34 @@ def test_queue_name_must_match_the_deliver_group(js, quux):
     js.create_consumer(quux, durable_name="other", deliver_subject="dlv.o", deliver_group="grp")
     with pytest.raises(jss.SubscribeError, match="deliver group 'grp'"):
         js.subscribe("quux", "other")
+
+
+def test_queue_that_is_not_the_durables_deliver_group_names_both(js, quux):
+    """durable= names the consumer, queue= must be its deliver group (ADR-15):
+    a mismatch is a SubscribeError naming the queue, the consumer and its group."""
+    js.create_consumer(quux, durable_name="qd", deliver_subject="dlv.qd", deliver_group="grp")
+    js.create_consumer(quux, durable_name="solo", deliver_subject="dlv.solo")
+    with pytest.raises(jss.SubscribeError, match="queue subscription 'other': consumer 'qd' has deliver group 'grp'"):
+        js.subscribe("quux", queue="other", durable="qd")
+    with pytest.raises(jss.SubscribeError, match="queue subscription 'other': consumer 'qd' has deliver group 'grp'"):
+        js.subscribe_bind(quux, "qd", queue="other")
+    with pytest.raises(jss.SubscribeError, match="queue subscription 'q': consumer 'solo' was created without a deliver group"):
+        js.subscribe("quux", queue="q", durable="solo")
+    with pytest.raises(jss.SubscribeError, match="consumer 'qd' has deliver group 'grp': subscribe with queue='grp'"):
+        js.subscribe("quux", durable="qd")
+    with pytest.raises(jss.InvalidOptionError, match="queue 'q'.*deliver_group 'cfg'"):
+        js.subscribe("quux", queue="q", config=jss.ConsumerConfig(deliver_group="cfg"))  # checked before sending
+    with pytest.raises(jss.InvalidOptionError, match="queue subscription 'workers' to consumer 'new': there is no such"):
+        js.subscribe("quux", queue="workers", durable="new")  # one made for a queue is named after it (nats-py)
+    assert sorted(js.consumer_names(quux)) == ["qd", "solo"]
+    sub = js.subscribe("quux", queue="grp", durable="qd")  # the group fits: bound (as nats.go)
+    try:
+        assert sub.queue == "grp" and sub.consumer == "qd"
+        js.publish("quux", b"one")
+        assert sub.next_msg(timeout=5).data == b"one"
+    finally:
+        sub.unsubscribe()
+    assert sorted(js.consumer_names(quux)) == ["qd", "solo"]  # bound, not created: kept
 
 
 @pytest.mark.parametrize(
