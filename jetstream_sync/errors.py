@@ -24,6 +24,7 @@ builtins keeps working. Errors translated from nats-py keep it as ``__cause__``.
     ├── NoHeartbeatError
     ├── ConsumerSequenceMismatchError (expected, received)
     ├── ConsumerAlreadyConsumingError
+    ├── ConsumerPullBasedError
     ├── ConnectionClosedError
     ├── NoServersError (also ConnectionError)
     │   └── AuthorizationError
@@ -87,6 +88,7 @@ __all__ = [
     "NoHeartbeatError",
     "ConsumerSequenceMismatchError",
     "ConsumerAlreadyConsumingError",
+    "ConsumerPullBasedError",
     "PullStatusError",
     "ConnectionClosedError",
     "NoServersError",
@@ -284,6 +286,11 @@ class ConsumerAlreadyConsumingError(JetStreamError):
     """A push consumer handle already has an active messages()/consume(): a
     second one would subscribe its deliver subject twice (each message
     delivered to both). Stop the first, or give the consumer a deliver_group."""
+
+
+class ConsumerPullBasedError(JetStreamError):
+    """A push consumer handle was asked for (``push_consumer()``) on a consumer
+    without a deliver subject: it is a pull consumer, use ``consumer()``."""
 
 
 class ConnectionClosedError(JetStreamError):

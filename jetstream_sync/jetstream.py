@@ -9,7 +9,7 @@ import dataclasses
 import datetime
 import json
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple, Type, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple, Type, TypeVar, Union, overload
 
 import nats.errors as _nerr
 from nats.nuid import NUID
@@ -45,14 +45,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from .ordered import OrderedConsumer
     from .push import PushConsumer
     from .stream import Stream
-
-    # What a consumer lookup or creation returns: which kind depends on the
-    # server's config, so the type is the union. Every call both kinds share
-    # (messages, consume, info, delete, ...) type-checks on it, and so do
-    # fetch/fetch_no_wait/next: PushConsumer declares them as refusals
-    # (NoReturn, ConsumerPushBasedError), so their result types are the pull
-    # consumer's. isinstance() narrows to one kind for the rest.
-    AnyConsumer = Union[Consumer, PushConsumer]
 
 __all__ = ["JetStream"]
 
@@ -452,32 +444,99 @@ class JetStream(Publishing, Subscribing, Buckets):
 
     # -- consumers --------------------------------------------------------------
 
-    def create_consumer(self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any) -> "AnyConsumer":
-        """Create a consumer; fails (APIError 10148) if one with that name but a
-        different config exists. Without ``name``/``durable_name`` it is
-        ephemeral, with a generated name. Returns a PushConsumer when the
-        config has a ``deliver_subject``, else a (pull) Consumer; the return
-        type is their union, as :meth:`consumer` explains."""
-        return self._upsert_consumer(stream, config, fields, "create")
+    # A pull Consumer and a PushConsumer are different handles, each made by
+    # its own calls (nats.go's CreateConsumer / CreatePushConsumer), so every
+    # call has one return type. The deliver_subject keyword of create_consumer
+    # & co. (how push consumers were made before the push calls) still makes a
+    # PushConsumer: the overloads type that form.
 
-    def update_consumer(self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any) -> "AnyConsumer":
-        """Update an existing consumer; fails if it does not exist."""
-        return self._upsert_consumer(stream, config, fields, "update")
+    @overload
+    def create_consumer(
+        self, stream: str, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any
+    ) -> "PushConsumer": ...
+    @overload
+    def create_consumer(
+        self, stream: str, config: Optional[ConsumerConfig] = None, *, deliver_subject: None = None, **fields: Any
+    ) -> "Consumer": ...
+    def create_consumer(
+        self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any
+    ) -> "Union[Consumer, PushConsumer]":
+        """Create a pull consumer; fails (APIError 10148) if one with that name
+        but a different config exists. Without ``name``/``durable_name`` it is
+        ephemeral, with a generated name. A config with a ``deliver_subject``
+        is refused (InvalidOptionError: use :meth:`create_push_consumer`),
+        except given as the ``deliver_subject=`` keyword, which makes and
+        returns a PushConsumer."""
+        return self._upsert_either(stream, config, fields, "create")
 
+    @overload
+    def update_consumer(
+        self, stream: str, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any
+    ) -> "PushConsumer": ...
+    @overload
+    def update_consumer(
+        self, stream: str, config: Optional[ConsumerConfig] = None, *, deliver_subject: None = None, **fields: Any
+    ) -> "Consumer": ...
+    def update_consumer(
+        self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any
+    ) -> "Union[Consumer, PushConsumer]":
+        """Update an existing pull consumer; fails if it does not exist. Push
+        consumers: :meth:`update_push_consumer` (as :meth:`create_consumer`)."""
+        return self._upsert_either(stream, config, fields, "update")
+
+    @overload
+    def create_or_update_consumer(
+        self, stream: str, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any
+    ) -> "PushConsumer": ...
+    @overload
+    def create_or_update_consumer(
+        self, stream: str, config: Optional[ConsumerConfig] = None, *, deliver_subject: None = None, **fields: Any
+    ) -> "Consumer": ...
     def create_or_update_consumer(
         self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any
-    ) -> "AnyConsumer":
-        return self._upsert_consumer(stream, config, fields, "")
+    ) -> "Union[Consumer, PushConsumer]":
+        """Update the pull consumer if it exists, else create it (as :meth:`create_consumer`)."""
+        return self._upsert_either(stream, config, fields, "")
 
-    def _upsert_consumer(
+    def create_push_consumer(self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any) -> "PushConsumer":
+        """Create a push consumer: its config needs a ``deliver_subject``
+        (InvalidOptionError otherwise); otherwise as :meth:`create_consumer`."""
+        return self._push_handle(self._upsert(stream, config, fields, "create", push=True))
+
+    def update_push_consumer(self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any) -> "PushConsumer":
+        """Update an existing push consumer; fails if it does not exist."""
+        return self._push_handle(self._upsert(stream, config, fields, "update", push=True))
+
+    def create_or_update_push_consumer(
+        self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any
+    ) -> "PushConsumer":
+        """Update the push consumer if it exists, else create it."""
+        return self._push_handle(self._upsert(stream, config, fields, "", push=True))
+
+    def _upsert_either(
         self, stream: str, config: Optional[ConsumerConfig], fields: Dict[str, Any], action: str
-    ) -> "AnyConsumer":
+    ) -> "Union[Consumer, PushConsumer]":
+        """The pull calls: push only for the deliver_subject keyword, as their overloads say."""
+        if fields.get("deliver_subject") is not None:
+            return self._push_handle(self._upsert(stream, config, fields, action, push=True))
+        return self._pull_handle(self._upsert(stream, config, fields, action, push=False))
+
+    def _upsert(
+        self, stream: str, config: Optional[ConsumerConfig], fields: Dict[str, Any], action: str, push: bool
+    ) -> ConsumerInfo:
         validate_name("stream", stream)
         cfg = build_config(ConsumerConfig, config, fields)
         if action == "update" and not (cfg.name or cfg.durable_name):
             raise errors.InvalidOptionError("update_consumer needs the consumer's name")
+        verb = action or "create_or_update"
+        if push and not cfg.deliver_subject:
+            raise errors.InvalidOptionError(f"a push consumer needs a deliver_subject; for a pull consumer use {verb}_consumer()")
+        if not push and cfg.deliver_subject:
+            raise errors.InvalidOptionError(
+                f"the config has deliver_subject {cfg.deliver_subject!r}, which makes a push consumer: use {verb}_push_consumer()"
+            )
         subject, payload = self.consumer_request(stream, cfg, action)
-        return self._consumer_handle(self._api(subject, payload, about=f"stream {stream!r}"))
+        return ConsumerInfo.from_response(self._api(subject, payload, about=f"stream {stream!r}"))
 
     def consumer_request(self, stream: str, cfg: ConsumerConfig, action: str = "") -> Tuple[str, Dict[str, Any]]:
         """The API subject suffix and body that create/update consumer ``cfg``
@@ -504,17 +563,28 @@ class JetStream(Publishing, Subscribing, Buckets):
         body = b"" if payload is None else json.dumps(payload).encode()
         return await self._aapi(f"{self._prefix}.{suffix}", body, self._timeout, about)
 
-    def consumer(self, stream: str, name: str) -> "AnyConsumer":
-        """A handle on an existing consumer: a PushConsumer when its config
-        has a deliver subject, else a (pull) Consumer; raises
-        ConsumerNotFoundError.
+    def consumer(self, stream: str, name: str) -> "Consumer":
+        """A handle on an existing pull consumer; raises ConsumerNotFoundError,
+        or ConsumerPushBasedError when it has a deliver subject (use
+        :meth:`push_consumer` for that one)."""
+        info = self.consumer_info(stream, name)
+        deliver = info.config.deliver_subject if info.config is not None else None
+        if deliver:
+            raise errors.ConsumerPushBasedError(
+                409, f"Consumer is push based: {stream}/{name} delivers to {deliver!r}; use push_consumer() for its handle"
+            )
+        return self._pull_handle(info)
 
-        Typed ``Consumer | PushConsumer``: ``messages()``, ``consume()``,
-        ``fetch()``, ``next()`` and the rest they share type-check without a
-        cast (on a push consumer the pull calls raise ConsumerPushBasedError);
-        narrow with ``isinstance`` for what only one kind has (``unpin``,
-        ``deliver_subject``)."""
-        return self._consumer_handle(self._consumer_info_raw(stream, name))
+    def push_consumer(self, stream: str, name: str) -> "PushConsumer":
+        """A handle on an existing push consumer; raises ConsumerNotFoundError,
+        or ConsumerPullBasedError when it has no deliver subject (use
+        :meth:`consumer` for that one)."""
+        info = self.consumer_info(stream, name)
+        if info.config is None or not info.config.deliver_subject:
+            raise errors.ConsumerPullBasedError(
+                f"consumer {stream}/{name} is pull based (it has no deliver subject): use consumer() for its handle"
+            )
+        return self._push_handle(info)
 
     def ordered_consumer(self, stream: str, **config: Any) -> "OrderedConsumer":
         """An ordered consumer on ``stream`` (which must exist: StreamNotFoundError
@@ -588,15 +658,15 @@ class JetStream(Publishing, Subscribing, Buckets):
                 f"{exc}: CONSUMER.{verb} needs nats-server {since} or newer (older servers do not answer it)"
             ) from exc
 
-    def _consumer_handle(self, resp: Dict[str, Any]) -> "AnyConsumer":
-        info = ConsumerInfo.from_response(resp)
-        if info.config is not None and info.config.deliver_subject:
-            from .push import PushConsumer
-
-            return PushConsumer(self, info)
+    def _pull_handle(self, info: ConsumerInfo) -> "Consumer":
         from .consumer import Consumer
 
         return Consumer(self, info)
+
+    def _push_handle(self, info: ConsumerInfo) -> "PushConsumer":
+        from .push import PushConsumer
+
+        return PushConsumer(self, info)
 
     def account_info(self) -> AccountInfo:
         """Usage and limits of this account's JetStream."""

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional, Union, overload
 
 from .models import ConsumerConfig, ConsumerInfo, StoredMsg, StreamInfo
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .jetstream import AnyConsumer, JetStream
+    from .consumer import Consumer
+    from .jetstream import JetStream
     from .ordered import OrderedConsumer
+    from .push import PushConsumer
 
 __all__ = ["Stream"]
 
@@ -66,17 +68,67 @@ class Stream:
 
     # -- consumers --------------------------------------------------------------
 
-    def create_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "AnyConsumer":
-        return self._js.create_consumer(self.name, config, **fields)
+    # Typed as on JetStream: a pull Consumer, or a PushConsumer for the
+    # deliver_subject keyword (the ``*_push_consumer`` calls take a config).
+    # ``made`` is annotated because, with **fields passed on, mypy cannot
+    # pick an overload and would type the call Any.
 
-    def update_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "AnyConsumer":
-        return self._js.update_consumer(self.name, config, **fields)
+    @overload
+    def create_consumer(self, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any) -> "PushConsumer": ...
+    @overload
+    def create_consumer(
+        self, config: Optional[ConsumerConfig] = None, *, deliver_subject: None = None, **fields: Any
+    ) -> "Consumer": ...
+    def create_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "Union[Consumer, PushConsumer]":
+        """Create a pull consumer; see :meth:`JetStream.create_consumer`."""
+        made: Union[Consumer, PushConsumer] = self._js.create_consumer(self.name, config, **fields)
+        return made
 
-    def create_or_update_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "AnyConsumer":
-        return self._js.create_or_update_consumer(self.name, config, **fields)
+    @overload
+    def update_consumer(self, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any) -> "PushConsumer": ...
+    @overload
+    def update_consumer(
+        self, config: Optional[ConsumerConfig] = None, *, deliver_subject: None = None, **fields: Any
+    ) -> "Consumer": ...
+    def update_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "Union[Consumer, PushConsumer]":
+        """Update an existing pull consumer; see :meth:`JetStream.update_consumer`."""
+        made: Union[Consumer, PushConsumer] = self._js.update_consumer(self.name, config, **fields)
+        return made
 
-    def consumer(self, name: str) -> "AnyConsumer":
+    @overload
+    def create_or_update_consumer(
+        self, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any
+    ) -> "PushConsumer": ...
+    @overload
+    def create_or_update_consumer(
+        self, config: Optional[ConsumerConfig] = None, *, deliver_subject: None = None, **fields: Any
+    ) -> "Consumer": ...
+    def create_or_update_consumer(
+        self, config: Optional[ConsumerConfig] = None, **fields: Any
+    ) -> "Union[Consumer, PushConsumer]":
+        """Update the pull consumer if it exists, else create it."""
+        made: Union[Consumer, PushConsumer] = self._js.create_or_update_consumer(self.name, config, **fields)
+        return made
+
+    def create_push_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "PushConsumer":
+        """Create a push consumer (its config needs a ``deliver_subject``)."""
+        return self._js.create_push_consumer(self.name, config, **fields)
+
+    def update_push_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "PushConsumer":
+        """Update an existing push consumer; see :meth:`JetStream.update_push_consumer`."""
+        return self._js.update_push_consumer(self.name, config, **fields)
+
+    def create_or_update_push_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "PushConsumer":
+        """Update the push consumer if it exists, else create it."""
+        return self._js.create_or_update_push_consumer(self.name, config, **fields)
+
+    def consumer(self, name: str) -> "Consumer":
+        """A pull consumer's handle; ConsumerPushBasedError for a push one (use :meth:`push_consumer`)."""
         return self._js.consumer(self.name, name)
+
+    def push_consumer(self, name: str) -> "PushConsumer":
+        """A push consumer's handle; ConsumerPullBasedError for a pull one (use :meth:`consumer`)."""
+        return self._js.push_consumer(self.name, name)
 
     def consumer_info(self, name: str) -> ConsumerInfo:
         return self._js.consumer_info(self.name, name)

@@ -184,6 +184,7 @@ class _Subscription:
         self._js = js
         self.stream = stream
         self._consumer = consumer
+        self.filter_subject = subject  # the subject subscribed to ("" when bound by name)
         self.subject = subject
         self._created = created  # still to delete (cleared once deleted)
         self._lock = threading.Lock()
@@ -311,7 +312,12 @@ class PullSubscription(_Subscription):
 class PushSubscription(_Subscription):
     """A push subscription (ADR-15), or an ordered one: read with
     :meth:`next_msg` or iteration, or give ``cb`` to have a worker thread
-    call it (acking after it returns unless ``manual_ack``)."""
+    call it (acking after it returns unless ``manual_ack``).
+
+    ``subject`` is the consumer's deliver subject, which the messages arrive
+    on (as nats-py's); ``filter_subject`` the subject given to subscribe().
+    An ordered subscription is pull-based here and has no deliver subject:
+    its ``subject`` is the subject given."""
 
     def __init__(
         self,
@@ -324,8 +330,10 @@ class PushSubscription(_Subscription):
         queue: Optional[str],
         consumer_name: Callable[[], Optional[str]],
         caller: Optional["_Caller"] = None,
+        deliver_subject: str = "",
     ) -> None:
         super().__init__(js, stream, consumer, subject, created)
+        self.subject = deliver_subject or subject
         self._ctx = ctx
         self.queue = queue
         self._consumer_name = consumer_name  # ordered: the name changes as it is recreated
@@ -495,7 +503,8 @@ def _create(js: "JetStream", stream: str, cfg: ConsumerConfig, check: Callable[[
     """Create the consumer; if another process created it meanwhile, bind to
     it after the checks (ADR-15 race). Returns (info, created)."""
     try:
-        return js.create_consumer(stream, cfg).cached_info, True
+        made = js.create_push_consumer(stream, cfg) if cfg.deliver_subject else js.create_consumer(stream, cfg)
+        return made.cached_info, True
     except errors.APIError as exc:
         if exc.err_code not in (errors.ErrorCode.CONSUMER_ALREADY_EXISTS, errors.ErrorCode.CONSUMER_NAME_EXISTS):
             raise
@@ -535,8 +544,7 @@ def pull_subscribe(
         if cfg.ack_policy is None:
             cfg.ack_policy = AckPolicy.EXPLICIT
         info, created = _create(js, stream, cfg, lambda i: bind_check(i, subject, None, True, wanted))
-    consumer = js.consumer(stream, info.name)
-    return PullSubscription(js, consumer, subject, created)  # type: ignore[arg-type]
+    return PullSubscription(js, js.consumer(stream, info.name), subject, created)
 
 
 def subscribe(
@@ -573,10 +581,13 @@ def subscribe(
     if ordered_consumer:
         return _subscribe_ordered(js, subject, queue, cb, durable, stream, config, hb, extra, error_handler)
     if queue:
-        named = durable or (config.durable_name or config.name if config is not None else None)
-        if named and named != queue:
-            raise errors.InvalidOptionError(f"cannot create queue subscription {queue!r} to consumer {named!r}")
-        durable = durable or queue  # the queue name is the durable name (as nats-py)
+        group = config.deliver_group if config is not None else None
+        if group and group != queue:
+            raise errors.InvalidOptionError(f"queue {queue!r} and the config's deliver_group {group!r} differ")
+        # Unnamed, the consumer is named after the queue (as nats-py). Named
+        # otherwise, it must exist with the queue as its deliver group: below,
+        # bind_check names both groups when they differ (ADR-15).
+        durable = durable or (config.durable_name or config.name if config is not None else None) or queue
         if flow_control or (config is not None and config.flow_control):
             raise errors.InvalidOptionError("flow control is not supported with a queue subscription (ADR-15)")
         if hb or (config is not None and config.idle_heartbeat):
@@ -588,6 +599,11 @@ def subscribe(
     stream = _stream_of(js, subject, stream)
     info = _lookup(js, stream, name, bind)
     created = False
+    if info is None and queue and name != queue:
+        raise errors.InvalidOptionError(
+            f"cannot create queue subscription {queue!r} to consumer {name!r}: there is no such consumer,"
+            " and one created for a queue subscription is named after the queue"
+        )
 
     def check(i: ConsumerInfo) -> None:
         bind_check(i, subject, queue, False, wanted)
@@ -598,21 +614,23 @@ def subscribe(
         deliver = js.connection.new_inbox()
         cfg = push_config(wanted, subject, name, queue, deliver)
         info, created = _create(js, stream, cfg, check)
-    consumer: Any = js.consumer(stream, info.name)
+    consumer = js.push_consumer(stream, info.name)
     caller = _Caller()
     try:
         if cb is not None:
             handler = caller.wrap(cb if manual_ack or _acks_off(info) else auto_ack(cb))
             # exclusive=False: ADR-15's binding checks were made above (a
             # consumer created here may have a plain subscriber on its deliver subject).
-            ctx: Any = consumer.consume(handler, error_handler=error_handler, exclusive=False)
+            ctx: "MessagesContext | ConsumeContext" = consumer.consume(handler, error_handler=error_handler, exclusive=False)
         else:
             ctx = consumer.messages(error_handler=error_handler, exclusive=False)
     except BaseException:
         if created:
             _delete_quietly(js, stream, info.name)
         raise
-    return PushSubscription(js, stream, info.name, subject, created, ctx, queue, lambda: info.name, caller)
+    return PushSubscription(
+        js, stream, info.name, subject, created, ctx, queue, lambda: info.name, caller, consumer.deliver_subject
+    )
 
 
 def _subscribe_ordered(

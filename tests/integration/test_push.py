@@ -37,18 +37,60 @@ def test_lookups_return_the_kind_of_consumer(js, stream):
     created = push(stream, "p", deliver_group="g")
     pull = stream.create_consumer(durable_name="q")
     assert isinstance(created, jss.PushConsumer) and not isinstance(created, jss.Consumer)
-    assert isinstance(stream.consumer("p"), jss.PushConsumer)
-    assert isinstance(js.consumer(stream.name, "p"), jss.PushConsumer)
+    assert isinstance(stream.push_consumer("p"), jss.PushConsumer)
+    assert isinstance(js.push_consumer(stream.name, "p"), jss.PushConsumer)
     assert type(stream.consumer("q")) is jss.Consumer is jss.PullConsumer
     assert isinstance(pull, jss.BaseConsumer) and isinstance(created, jss.BaseConsumer)
-    p = stream.consumer("p")
+    p = stream.push_consumer("p")
     assert (p.name, p.stream_name) == ("p", stream.name)
     assert p.deliver_subject == f"deliver.{stream.name}.p" and p.deliver_group == "g"
     assert repr(p) == f"<PushConsumer {stream.name!r}/'p'>"
     assert p.info().config.deliver_subject == p.deliver_subject
     p.delete()
     with pytest.raises(jss.ConsumerNotFoundError):
-        stream.consumer("p")
+        stream.push_consumer("p")
+
+
+def test_consumer_lookup_refuses_a_push_consumer_and_push_consumer_a_pull_one(js, stream):
+    push(stream, "p")
+    stream.create_consumer(durable_name="q")
+    for lookup in (lambda: stream.consumer("p"), lambda: js.consumer(stream.name, "p")):
+        with pytest.raises(jss.ConsumerPushBasedError) as ei:
+            lookup()
+        assert f"{stream.name}/p" in str(ei.value) and "push_consumer()" in str(ei.value)
+    for lookup in (lambda: stream.push_consumer("q"), lambda: js.push_consumer(stream.name, "q")):
+        with pytest.raises(jss.ConsumerPullBasedError) as pe:
+            lookup()
+        assert f"{stream.name}/q" in str(pe.value) and "consumer()" in str(pe.value)
+    assert jss.ConsumerPullBasedError is jss.errors.ConsumerPullBasedError
+    assert type(stream.push_consumer("p")) is jss.PushConsumer is type(js.push_consumer(stream.name, "p"))
+    assert type(stream.consumer("q")) is jss.Consumer is type(js.consumer(stream.name, "q"))
+    with pytest.raises(jss.ConsumerNotFoundError):
+        stream.push_consumer("nope")
+
+
+def test_push_creators_return_push_consumers_and_pull_creators_refuse_a_deliver_subject(js, stream):
+    cfg = jss.ConsumerConfig(durable_name="pc", deliver_subject="dlv.pc", ack_policy="explicit")
+    created = stream.create_push_consumer(cfg)
+    assert type(created) is jss.PushConsumer and created.deliver_subject == "dlv.pc"
+    assert type(js.create_push_consumer(stream.name, cfg)) is jss.PushConsumer  # same config: idempotent
+    cfg.description = "changed"
+    assert stream.update_push_consumer(cfg).cached_info.config.description == "changed"
+    both = js.create_or_update_push_consumer(stream.name, durable_name="po", deliver_subject="dlv.po")
+    assert type(both) is jss.PushConsumer
+    # A config object cannot tell the type checker it is push: the pull creators refuse it.
+    for call in (stream.create_consumer, stream.update_consumer, stream.create_or_update_consumer):
+        with pytest.raises(jss.InvalidOptionError, match="deliver_subject 'dlv.pc'.*push_consumer()"):
+            call(cfg)
+    for call in (stream.create_push_consumer, stream.create_or_update_push_consumer):
+        with pytest.raises(jss.InvalidOptionError, match="deliver_subject"):
+            call(durable_name="nodlv")
+    with pytest.raises(jss.InvalidOptionError, match="deliver_subject"):
+        stream.create_consumer(durable_name="empty", deliver_subject="")  # the keyword form is typed push
+    assert sorted(stream.consumer_names()) == ["pc", "po"]  # nothing refused was sent
+    # The deliver_subject keyword still makes a push consumer (typed so by the overloads).
+    assert type(stream.create_consumer(durable_name="kw", deliver_subject="dlv.kw")) is jss.PushConsumer
+    assert type(js.create_or_update_consumer(stream.name, durable_name="kw", deliver_subject="dlv.kw")) is jss.PushConsumer
 
 
 def test_pulls_on_a_push_consumer_are_refused(stream):
@@ -129,7 +171,7 @@ def test_consume_handles_everything_and_drains(js, stream, subj):
 def test_stop_naks_the_buffer_and_another_reader_gets_it_at_once(js, stream, subj):
     # AckWait 60 s: anything back within seconds came back through the NAK.
     a_handle = push(stream, "p", deliver_group="g", ack_wait=60.0)
-    b_handle = stream.consumer("p")
+    b_handle = stream.push_consumer("p")
     publish(js, subj, 50)
     a = a_handle.messages()
     a.next(timeout=5).ack()
@@ -184,7 +226,7 @@ def test_three_clients_in_a_queue_group_handle_each_message_once(server, js, str
 
     try:
         ccs = [
-            c.jetstream().consumer(stream.name, "work").consume(handler_for(i), error_handler=reports.append)
+            c.jetstream().push_consumer(stream.name, "work").consume(handler_for(i), error_handler=reports.append)
             for i, c in enumerate(clients)
         ]
         publish(js, subj, total)
@@ -343,7 +385,7 @@ def test_a_consumer_sequence_gap_is_reported(monkeypatch, js, stream, subj, reve
 def test_a_second_handle_on_a_bound_push_consumer_is_refused(js, stream, subj):
     """Without a deliver group two subscribers would each get every message."""
     cons = stream.create_consumer(durable_name="solo", deliver_subject="dlv.solo", ack_policy="explicit")
-    other = js.consumer(stream.name, "solo")
+    other = js.push_consumer(stream.name, "solo")
     with cons.messages() as ctx:
         wait_until(lambda: js.consumer_info(stream.name, "solo").push_bound)
         with pytest.raises(jss.ConsumerAlreadyConsumingError, match="already bound"):

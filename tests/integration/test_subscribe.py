@@ -237,7 +237,7 @@ def test_push_bound_durable_refuses_a_second_subscriber(js, quux):
     wait_until(lambda: js.consumer_info(quux, "singleton").push_bound)
     with pytest.raises(jss.SubscribeError, match="already bound"):
         js.subscribe("quux", durable="singleton")
-    with pytest.raises(jss.InvalidOptionError, match="cannot create queue subscription 'foo' to consumer 'singleton'"):
+    with pytest.raises(jss.SubscribeError, match="queue subscription 'foo': consumer 'singleton' was created without a deliver group"):
         js.subscribe("quux", queue="foo", durable="singleton")
     wait_until(lambda: len(got) == 10)
     two = js.subscribe("quux", durable="two")
@@ -273,7 +273,7 @@ def test_subscribe_bind_uses_the_consumers_deliver_subject(js, nc):
     inbox = nc.new_inbox()
     js.create_consumer("hello-stream", durable_name="alice", deliver_subject=inbox)
     sub = js.subscribe_bind("hello-stream", "alice")
-    assert sub.subject == "" and sub.consumer == "alice"
+    assert (sub.subject, sub.filter_subject, sub.consumer) == (inbox, "", "alice")
     publish(js, "hello-subject", 10)
     for _ in range(10):
         sub.next_msg(timeout=5).ack()
@@ -295,7 +295,7 @@ def test_subscribe_with_a_deliver_subject_in_the_config(js, nc, quux):
     plain = nc.subscribe("pconfig-deliver")
     got = []
     sub = js.subscribe("quux", stream=quux, cb=got.append, config=jss.ConsumerConfig(name="pconfig-ps", deliver_subject="pconfig-deliver"))
-    assert sub.subject == "quux"
+    assert (sub.subject, sub.filter_subject) == ("pconfig-deliver", "quux")
     assert js.consumer_info(quux, "pconfig-ps").config.deliver_subject == "pconfig-deliver"
     publish(js, "quux", 10)
     wait_until(lambda: len(got) == 10)
@@ -303,6 +303,25 @@ def test_subscribe_with_a_deliver_subject_in_the_config(js, nc, quux):
     assert sorted(seen) == sorted(m.data for m in got)
     sub.unsubscribe()
     plain.unsubscribe()
+
+
+def test_push_subscription_subject_is_the_consumers_deliver_subject(js, nc, quux):
+    """As nats-py's Subscription.subject; the subject asked for is filter_subject."""
+    named = js.subscribe("quux", stream=quux, config=jss.ConsumerConfig(name="pconfig", deliver_subject="pconfig-deliver"))
+    made = js.subscribe("quux", durable="inboxed")  # the deliver subject is an inbox made here
+    queued = [js.subscribe("quux", "wq") for _ in range(2)]
+    try:
+        assert named.subject == "pconfig-deliver" and named.filter_subject == "quux"
+        assert made.subject == js.consumer_info(quux, "inboxed").config.deliver_subject != "quux"
+        assert made.filter_subject == "quux" and made.subject.startswith("_INBOX.")
+        assert queued[0].subject == queued[1].subject == js.consumer_info(quux, "wq").config.deliver_subject
+        assert "pconfig-deliver" in repr(named)
+        pulled = js.pull_subscribe("quux", "pulled")  # no deliver subject: the filter subject, as before
+        assert pulled.subject == pulled.filter_subject == "quux"
+        pulled.unsubscribe()
+    finally:
+        for sub in (named, made, *queued):
+            sub.unsubscribe()
 
 
 def test_subscribe_filter_subjects(js):
@@ -395,6 +414,34 @@ def test_queue_name_must_match_the_deliver_group(js, quux):
     js.create_consumer(quux, durable_name="other", deliver_subject="dlv.o", deliver_group="grp")
     with pytest.raises(jss.SubscribeError, match="deliver group 'grp'"):
         js.subscribe("quux", "other")
+
+
+def test_queue_that_is_not_the_durables_deliver_group_names_both(js, quux):
+    """durable= names the consumer, queue= must be its deliver group (ADR-15):
+    a mismatch is a SubscribeError naming the queue, the consumer and its group."""
+    js.create_consumer(quux, durable_name="qd", deliver_subject="dlv.qd", deliver_group="grp")
+    js.create_consumer(quux, durable_name="solo", deliver_subject="dlv.solo")
+    with pytest.raises(jss.SubscribeError, match="queue subscription 'other': consumer 'qd' has deliver group 'grp'"):
+        js.subscribe("quux", queue="other", durable="qd")
+    with pytest.raises(jss.SubscribeError, match="queue subscription 'other': consumer 'qd' has deliver group 'grp'"):
+        js.subscribe_bind(quux, "qd", queue="other")
+    with pytest.raises(jss.SubscribeError, match="queue subscription 'q': consumer 'solo' was created without a deliver group"):
+        js.subscribe("quux", queue="q", durable="solo")
+    with pytest.raises(jss.SubscribeError, match="consumer 'qd' has deliver group 'grp': subscribe with queue='grp'"):
+        js.subscribe("quux", durable="qd")
+    with pytest.raises(jss.InvalidOptionError, match="queue 'q'.*deliver_group 'cfg'"):
+        js.subscribe("quux", queue="q", config=jss.ConsumerConfig(deliver_group="cfg"))  # checked before sending
+    with pytest.raises(jss.InvalidOptionError, match="queue subscription 'workers' to consumer 'new': there is no such"):
+        js.subscribe("quux", queue="workers", durable="new")  # one made for a queue is named after it (nats-py)
+    assert sorted(js.consumer_names(quux)) == ["qd", "solo"]
+    sub = js.subscribe("quux", queue="grp", durable="qd")  # the group fits: bound (as nats.go)
+    try:
+        assert sub.queue == "grp" and sub.consumer == "qd"
+        js.publish("quux", b"one")
+        assert sub.next_msg(timeout=5).data == b"one"
+    finally:
+        sub.unsubscribe()
+    assert sorted(js.consumer_names(quux)) == ["qd", "solo"]  # bound, not created: kept
 
 
 @pytest.mark.parametrize(

@@ -378,7 +378,9 @@ def test_invalid_subjects_and_names_are_refused_before_sending(nc, js, stream, s
     assert "nope" in str(ei.value), str(ei.value)
 
     stream.create_consumer(durable_name="push", deliver_subject="deliver.x")
-    push = stream.consumer("push")  # a push consumer gets its own handle; pulls on it are refused
+    with pytest.raises(jss.ConsumerPushBasedError, match="push_consumer"):
+        stream.consumer("push")  # a pull handle on it is refused: it names the call that fits
+    push = stream.push_consumer("push")  # a push consumer gets its own handle; pulls on it are refused
     assert isinstance(push, jss.PushConsumer)
     with pytest.raises(jss.ConsumerPushBasedError) as ei:
         push.next(timeout=1)

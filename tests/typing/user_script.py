@@ -29,8 +29,14 @@ def tour() -> None:
         reveal_type(cons)
         reveal_type(stream.consumer("billing"))
         reveal_type(js.consumer("ORDERS", "billing"))
-        reveal_type(js.consumer("ORDERS", "billing").fetch(10))  # a lookup may be push: fetch still types
+        reveal_type(js.consumer("ORDERS", "billing").fetch(10))
         reveal_type(js.create_consumer("ORDERS", durable_name="audit"))
+        reveal_type(stream.push_consumer("audit-push"))
+        reveal_type(js.push_consumer("ORDERS", "audit-push"))
+        reveal_type(stream.create_push_consumer(durable_name="audit-push", deliver_subject="audit.push"))
+        reveal_type(js.create_or_update_push_consumer("ORDERS", durable_name="audit-push", deliver_subject="audit.push"))
+        reveal_type(stream.create_consumer(durable_name="audit-push", deliver_subject="audit.push"))
+        reveal_type(stream.update_consumer(durable_name="audit"))
         reveal_type(cons.info())
 
         with cons.messages(max_messages=500) as it:
@@ -75,3 +81,19 @@ def tour() -> None:
             reveal_type(result.read())
 
         reveal_type(nc.request("svc.echo", b"hi", timeout=2))
+        worker(js, stream)
+
+
+def worker(js: jss.JetStream, stream: jss.Stream) -> None:
+    """A plain worker script: the lookup it writes gives the kind of handle it names."""
+    cons: jss.Consumer = stream.consumer("c")
+    same: jss.Consumer = js.consumer("ORDERS", "c")
+    push: jss.PushConsumer = stream.push_consumer("p")
+    also_push: jss.PushConsumer = js.push_consumer("ORDERS", "p")
+    for msg in cons.fetch(10, expires=5.0):
+        msg.ack()
+    same.unpin("jobs")
+    with push.messages() as it:
+        for m in it:
+            m.ack()
+    reveal_type(also_push.deliver_subject)
