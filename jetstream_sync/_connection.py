@@ -25,7 +25,7 @@ import time
 import urllib.parse
 import weakref
 from functools import partial
-from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, TypeVar, Union, cast
+from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, Tuple, TypeVar, Union, cast
 
 import nats.errors as _nerr
 from nats.aio.client import Client as _NatsClient
@@ -65,7 +65,10 @@ OWN_OPTIONS = frozenset({"retry_on_failed_connect"})
 FAST_PATHS_ENV = "JETSTREAM_SYNC_FAST_PATHS"
 _SCHEMES = frozenset({"nats", "tls", "ws", "wss"})  # what nats-py connects with
 
-_PERMISSION = re.compile(r'Permissions Violation for (Publish|Subscription) to "?([^"\s]+)"?', re.IGNORECASE)
+# nats-server: 'Permissions Violation for Subscription to "x" using queue "q"' (queue when given).
+_PERMISSION = re.compile(
+    r'Permissions Violation for (Publish|Subscription) to "?([^"\s]+)"?(?: using queue "?([^"\s]+)"?)?', re.IGNORECASE
+)
 
 # Bumped in a forked child: objects made before the fork compare it with
 # their own generation and refuse use (one int compare, cheap on hot paths).
@@ -174,8 +177,10 @@ class Connection:
         self._listeners: Dict[str, List[Callable[[], None]]] = {e: [] for e in EVENTS}
         self._user_cbs: Dict[str, Callable[..., Any]] = {}
         self._cb_thread: Optional[_CallbackThread] = None
-        # Loop thread only: subject -> callbacks told of a permission violation.
-        self._perm_watchers: Dict[str, Set[Callable[[BaseException], None]]] = {}
+        # Loop thread only: (subject, queue) -> callbacks told of a permission
+        # violation; queue None for publishes, "" for a subscription without one.
+        self._perm_watchers: Dict[Tuple[str, Optional[str]], Set[Callable[[BaseException], None]]] = {}
+        self._sub_perm: Dict[int, Callable[[], None]] = {}  # sid -> remover of its watcher (loop thread)
         self._tls_wanted = False
         self.pong_fixed = False  # nats-py's late-PONG bug is worked around
         self._servers: List[str] = []
@@ -389,9 +394,10 @@ class Connection:
         match = _PERMISSION.search(text)
         err: BaseException
         if match is not None:
-            kind, subject = match.group(1).lower(), match.group(2)
-            err = errors.PermissionDeniedError(f"permission denied: {kind} to {subject!r}")
-            self._permission_denied(kind, subject, err)
+            kind, subject, queue = match.group(1).lower(), match.group(2), match.group(3) or ""
+            group = f" (queue group {queue!r})" if queue else ""
+            err = errors.PermissionDeniedError(f"permission denied: {kind} to {subject!r}{group}")
+            self._permission_denied(kind, subject, queue, err)
         else:
             err = translate(exc)
             _log.debug("connection error: %r", exc)
@@ -449,11 +455,15 @@ class Connection:
 
     # -- permissions (loop thread) -------------------------------------------------
 
-    def watch_permission(self, subject: str, callback: Callable[[BaseException], None]) -> Callable[[], None]:
+    def watch_permission(
+        self, subject: str, callback: Callable[[BaseException], None], queue: Optional[str] = None
+    ) -> Callable[[], None]:
         """Loop thread: ``callback(PermissionDeniedError)`` if the server
-        refuses a publish or subscription on ``subject``; returns a remover."""
+        refuses a publish on ``subject`` (or a subscription covering it);
+        with ``queue`` ("" for none): if it refuses the subscription to
+        exactly ``subject`` in that queue group. Returns a remover."""
         # nats-py lowercases -ERR text: match subjects without case.
-        key = subject.lower()
+        key = (subject.lower(), None if queue is None else queue.lower())
         watchers = self._perm_watchers.setdefault(key, set())
         watchers.add(callback)
 
@@ -464,15 +474,19 @@ class Connection:
 
         return remove
 
-    def _permission_denied(self, kind: str, subject: str, err: BaseException) -> None:
+    def _permission_denied(self, kind: str, subject: str, queue: str, err: BaseException) -> None:
         subject = subject.lower()
-        for pub in (self._publisher, self._requester):
-            if pub is not None:
-                pub.denied(kind, subject, err)
-        hit = set(self._perm_watchers.get(subject, ()))
-        if kind == "subscription":  # a reply inbox ("_INBOX.x.*") covers the requests on it
-            for watched, callbacks in list(self._perm_watchers.items()):
-                if subject_covers(subject, watched):
+        if kind == "publish":
+            hit = set(self._perm_watchers.get((subject, None), ()))
+        else:  # the subscription named, as subscribed (the server names it so)
+            hit = set(self._perm_watchers.get((subject, queue.lower()), ()))
+        if kind == "publish" or not queue:  # the reply inboxes have no queue group
+            for pub in (self._publisher, self._requester):
+                if pub is not None:
+                    pub.denied(kind, subject, err)
+        if kind == "subscription" and not queue:  # a reply inbox ("_INBOX.x.*") covers the requests on it
+            for (watched, group), callbacks in list(self._perm_watchers.items()):
+                if group is None and subject_covers(subject, watched):
                     hit |= callbacks
         for callback in hit:
             try:
@@ -635,12 +649,36 @@ class Connection:
         handler: Union[Handler, Sink],
         queue: str = "",
         limits: Optional[Dict[str, int]] = None,
+        denied: Optional[Callable[[BaseException], None]] = None,
     ) -> int:
         """Loop thread: a core subscription whose messages go to
         ``handler(subject, reply, data, header_block)`` (all bytes; the header
         block includes the ``NATS/1.0`` status line), or in bulk to a
-        :class:`~._wire.Sink`. Returns its sid."""
+        :class:`~._wire.Sink`. Returns its sid. If the server refuses it,
+        it is removed and ``denied(PermissionDeniedError)`` called."""
         nc = self._nats()
+        if denied is None:
+            return await self._open_sub(nc, subject, handler, queue, limits)
+        told = denied
+        sid: Optional[int] = None
+
+        def on_denied(err: BaseException) -> None:
+            if sid is not None:  # the server holds no such subscription; nats-py would resend it at reconnect
+                self._spawn(self.unsubscribe(sid))
+            told(err)
+
+        remove = self.watch_permission(subject, on_denied, queue)  # before the SUB is written
+        try:
+            sid = await self._open_sub(nc, subject, handler, queue, limits)
+        except BaseException:
+            remove()
+            raise
+        self._sub_perm[sid] = remove
+        return sid
+
+    async def _open_sub(
+        self, nc: _NatsClient, subject: str, handler: Union[Handler, Sink], queue: str, limits: Optional[Dict[str, int]]
+    ) -> int:
         lim = limits if limits is not None else {"pending_msgs_limit": 0, "pending_bytes_limit": 0}
         msgs_limit, bytes_limit = lim["pending_msgs_limit"], lim["pending_bytes_limit"]
         # A Sink is told apart by its bulk entry point (Protocols are not checked at runtime).
@@ -679,6 +717,9 @@ class Connection:
         """Loop thread: remove interest. With ``drain``, what the server sent
         before the UNSUB still reaches the handler."""
         sub = self._subs.pop(sid, None)
+        remove_watch = self._sub_perm.pop(sid, None)
+        if remove_watch is not None:
+            remove_watch()
         try:
             if sub is None or self.nc is None or self.nc.is_closed:
                 return

@@ -175,6 +175,10 @@ class Client:
         bytes wait unread (nats-py's defaults); beyond that messages are
         dropped, counted in :attr:`Subscription.dropped` and reported to the
         connection's ``error_cb`` as :class:`SlowConsumerError`.
+
+        A subscription the server refuses (permissions) ends at once:
+        ``next_msg()`` and iteration raise :class:`PermissionDeniedError`, a
+        callback is no longer called (logged), and ``error_cb`` gets the error.
         """
         conn = self._conn
         conn.check()
@@ -186,7 +190,7 @@ class Client:
                            _limit("pending_bytes_limit", pending_bytes_limit))
         conn.register(sub)
         try:
-            sub._sid = conn.run(conn.subscribe(subject, sub._on_msg, queue), 10.0)
+            sub._sid = conn.run(conn.subscribe(subject, sub._on_msg, queue, denied=sub._end), 10.0)
         except BaseException:
             conn.unregister(sub)
             raise
@@ -297,6 +301,9 @@ class Subscription(Resource):
         while True:
             try:
                 msg = self._take(None)
+            except errors.PermissionDeniedError as exc:  # error_cb has it; say why the callback stopped
+                _log.warning("subscription on %r ended: %s", self.subject, exc)
+                return
             except errors.JetStreamError:
                 return
             try:
@@ -333,7 +340,8 @@ class Subscription(Resource):
 
     def next_msg(self, timeout: Optional[float] = 1.0) -> Msg:
         """The next message; raises TimeoutError after ``timeout`` seconds
-        (None: no limit) and ConnectionClosedError once the subscription ended."""
+        (None: no limit), PermissionDeniedError if the server refused the
+        subscription and ConnectionClosedError once it ended otherwise."""
         self._conn.check_fork()
         t = options.optional_timeout("timeout", timeout)
         if self._cb_thread is not None:
@@ -349,6 +357,8 @@ class Subscription(Resource):
                 msg = self._items.popleft()
                 self._bytes -= len(msg.data)
                 return msg
+            if isinstance(self._ended, errors.PermissionDeniedError):
+                raise self._ended
             raise errors.ConnectionClosedError("subscription is closed") from self._ended
 
     def pending(self) -> int:

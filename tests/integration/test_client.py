@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import queue as queue_mod
 import signal
 import subprocess
 import sys
@@ -253,3 +254,72 @@ def test_request_no_responders_and_timeout(nc):
     with pytest.raises(jss.TimeoutError):
         nc.request("silent", b"", timeout=0.2)
     assert time.monotonic() - start < 1.5
+
+
+# -- core subscriptions the server refuses ------------------------------------------------
+
+_SUB_PERMISSIONS_CONF = """
+listen: 127.0.0.1:{port}
+authorization {
+  users = [
+    {user: u, password: p, permissions: {subscribe: {allow: ["jobs.x", "work.q", "_INBOX.>"], deny: ["work.q bad"]}}}
+  ]
+}
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_refused_core_subscription_ends_at_once_with_permission_denied(tmp_path, caplog):
+    from .test_trust_errors import config_server, timed
+
+    srv = config_server(tmp_path, "subperm", _SUB_PERMISSIONS_CONF)
+    reported = []
+    nc = jss.connect(f"nats://127.0.0.1:{srv.port}", user="u", password="p", error_cb=reported.append)
+    try:
+        # Allowed: must live on through the refusals below, though "jobs.>"
+        # covers "jobs.x" and "work.q" is refused only in queue group "bad".
+        allowed = [nc.subscribe("jobs.x"), nc.subscribe("work.q"), nc.subscribe("work.q", queue="good")]
+        nc.flush(timeout=5)
+
+        for subject, queue in (("secret.>", ""), ("jobs.>", ""), ("work.q", "bad")):
+            sub = nc.subscribe(subject, queue=queue)
+            exc, took = timed(lambda: sub.next_msg(timeout=5))
+            assert isinstance(exc, jss.PermissionDeniedError), f"next_msg on {subject!r}/{queue!r}: {exc!r}"
+            assert took < 2.0, f"next_msg on {subject!r}/{queue!r} took {took:.2f}s"
+            assert subject in str(exc) and queue in str(exc)
+            with pytest.raises(jss.PermissionDeniedError):
+                sub.next_msg(timeout=1)  # stays ended
+            sub.unsubscribe()
+
+        # Iteration ends with the error too (a thread, so that a hang fails instead of blocking the test).
+        sub = nc.subscribe("secret.>")
+        ended = queue_mod.Queue()
+
+        def iterate():
+            try:
+                for _ in sub:
+                    pass
+                ended.put(None)
+            except Exception as exc:  # noqa: BLE001 - the test inspects it
+                ended.put(exc)
+
+        threading.Thread(target=iterate, daemon=True).start()
+        assert isinstance(ended.get(timeout=5), jss.PermissionDeniedError)
+
+        # A callback subscription stops (its thread ends) and says why in the log.
+        with caplog.at_level("WARNING", logger="jetstream_sync"):
+            got = []
+            nc.subscribe("secret.cb", cb=got.append)
+            wait_until(lambda: not any(t.name == "jetstream-sync-sub-secret.cb" for t in threading.enumerate()), timeout=5)
+            wait_until(lambda: any("secret.cb" in r.getMessage() for r in caplog.records), timeout=5)
+        wait_until(lambda: sum(isinstance(e, jss.PermissionDeniedError) for e in reported) >= 5, timeout=5)
+
+        # The allowed subscriptions still get their messages; the client is up.
+        for subject in ("jobs.x", "work.q"):
+            nc.publish(subject, subject.encode())
+        assert [s.next_msg(timeout=5).data for s in allowed] == [b"jobs.x", b"work.q", b"work.q"]
+        assert nc.is_connected
+    finally:
+        nc.close()
+        srv.cleanup()
+
