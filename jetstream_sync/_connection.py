@@ -31,6 +31,7 @@ import nats.errors as _nerr
 from nats.aio.client import Client as _NatsClient
 
 from . import errors
+from .options import inbox_prefix, reply_room
 from ._loop import LoopThread, gevent_patched, register_exit_hook
 from ._outbox import AckOutbox, subject_str
 from ._publisher import AsyncPublisher
@@ -182,6 +183,8 @@ class Connection:
         self._perm_watchers: Dict[Tuple[str, Optional[str]], Set[Callable[[BaseException], None]]] = {}
         self._sub_perm: Dict[int, Callable[[], None]] = {}  # sid -> remover of its watcher (loop thread)
         self._tls_wanted = False
+        # Bytes of the longest reply inbox this connection makes (any thread reads it).
+        self.reply_room = reply_room()
         self.pong_fixed = False  # nats-py's late-PONG bug is worked around
         self._servers: List[str] = []
         # The server URL (password redacted) last connected to, for the logs:
@@ -267,6 +270,8 @@ class Connection:
             # Made here, on the caller's side: under gevent it must belong to the caller's hub.
             self._cb_thread = _CallbackThread(f"{self.loop_thread.name}-callbacks")
         server_list = check_servers([servers] if isinstance(servers, str) else list(servers))
+        if "inbox_prefix" in options:
+            self.reply_room = reply_room(inbox_prefix(options["inbox_prefix"]))
         self._servers = server_list
         deadline = None
         if not retry:

@@ -146,7 +146,7 @@ class Client:
         payload = as_bytes(data)
         options.subject(subject)
         hdr = options.header_block(headers) if headers else b""
-        options.control_line(subject, "_INBOX." + "x" * 44)
+        options.control_line(subject, reply_room=conn.reply_room)
         options.payload_size(len(hdr) + len(payload), conn.max_payload)
         # Pipelined like publish_async: one shared reply inbox, no task per call.
         return conn.requester(WireMsg).publish_and_wait(subject, payload, headers, hdr, t)  # type: ignore[no-any-return]
@@ -185,6 +185,7 @@ class Client:
         options.subject(subject, wildcards=True)
         if queue:
             options.name("queue group", queue)
+        options.control_line(subject, queue)  # SUB <subject> <queue> <sid>
         options.handler("cb", cb, optional=True)
         sub = Subscription(conn, subject, _limit("pending_msgs_limit", pending_msgs_limit),
                            _limit("pending_bytes_limit", pending_bytes_limit))

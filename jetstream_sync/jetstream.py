@@ -191,7 +191,7 @@ class JetStream(Publishing, Subscribing, Buckets):
         conn.check()
         t = self._timeout if timeout is None else timeout
         subject = f"{self._prefix}.{suffix}"
-        options.control_line(subject, "_INBOX." + "x" * 44)
+        options.control_line(subject, reply_room=conn.reply_room)
         body = b"" if payload is None else json.dumps(payload).encode()
         options.payload_size(len(body), conn.max_payload)
         return conn.run(self._aapi(subject, body, t, about), t + 1.0, confirm_acks="all")

@@ -295,7 +295,7 @@ class KeyValue:
         (else put refused it as a long subject and get/history asked the server)."""
         options.kv_key(key)
         try:
-            check_line(self._put_pre + key)
+            check_line(self._js.connection, self._put_pre + key)
         except errors.InvalidOptionError as exc:
             raise errors.InvalidKeyError(f"key is too long ({len(key)} characters): {exc}") from None
         return cast(str, key)

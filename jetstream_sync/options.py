@@ -33,6 +33,8 @@ __all__ = [
     "api_prefix",
     "header_block",
     "control_line",
+    "reply_room",
+    "inbox_prefix",
     "payload_size",
     "ack_reply",
     "term_reason",
@@ -75,6 +77,8 @@ _NS = 1_000_000_000
 MAX_DURATION = 10 * 365 * 86400.0
 
 MAX_CONTROL_LINE = 4096  # nats-server's default max_control_line
+DEFAULT_INBOX_PREFIX = "_INBOX"  # nats-py's
+_NUID_LEN = 22
 MAX_NAME_LEN = 255  # nats-server's JSMaxNameLen (bytes)
 ACK_PREFIX = "$JS.ACK."
 _SIZE_DIGITS = len(str(2**31 - 1))  # the server's max_payload is an int32
@@ -295,20 +299,49 @@ def header_block(headers: Any) -> bytes:
     return b"".join(lines)
 
 
-def control_line(subject: Any, reply: Any = "", *, max_control_line: int = MAX_CONTROL_LINE) -> None:
+def reply_room(inbox_prefix: str = DEFAULT_INBOX_PREFIX) -> int:
+    """Bytes of the longest reply subject the client makes on ``inbox_prefix``:
+    nats-py's request inbox ``<prefix>.<nuid>.<nuid + 4 hex>`` (the async
+    publisher's ``<prefix>.<nuid>.<counter>`` is shorter)."""
+    return len(inbox_prefix.encode()) + 1 + _NUID_LEN + 1 + _NUID_LEN + 4
+
+
+def control_line(
+    subject: Any, reply: Any = "", *, reply_room: int = 0, max_control_line: int = MAX_CONTROL_LINE
+) -> None:
     """Raise if ``HPUB <subject> <reply> <hdr> <total>`` would exceed the server's
-    max_control_line (it counts the arguments; sizes are taken at their widest)."""
+    max_control_line (it counts the arguments; sizes are taken at their widest).
+
+    The one check of every line the client writes: a SUB passes its queue
+    group as ``reply`` (its sid fits in the room kept for the sizes); a line
+    whose reply is an inbox made later passes ``reply_room`` (its length, see
+    :func:`reply_room`) instead. UNSUB lines carry only numbers."""
     reply = "" if reply is None else reply
     if not isinstance(subject, str) or not isinstance(reply, str):
         raise errors.InvalidOptionError(f"subject and reply must be strings, got {subject!r} and {reply!r}")
     size = len(subject.encode(errors="replace")) + 2 * (1 + _SIZE_DIGITS)
     if reply:
         size += 1 + len(reply.encode(errors="replace"))
+    if reply_room:
+        size += 1 + reply_room
     if size > max_control_line:
+        extra = len(reply) or reply_room
+        with_extra = f" with a {extra}-char reply, queue group or reply inbox" if extra else ""
         raise errors.InvalidOptionError(
-            f"subject ({len(subject)} chars) and reply ({len(reply)} chars) are too long: the protocol line"
+            f"subject ({len(subject)} chars){with_extra} is too long: the protocol line"
             f" would be {size} bytes, over the server's max_control_line of {max_control_line}"
         )
+
+
+def inbox_prefix(value: Any) -> str:
+    """The ``inbox_prefix`` connect option (str or bytes): a subject without
+    wildcards of at most MAX_NAME_LEN bytes, so that every reply inbox fits
+    a protocol line next to a subject."""
+    text = value.decode(errors="replace") if isinstance(value, (bytes, bytearray)) else value
+    subject(text, what="inbox_prefix")
+    if len(text.encode()) > MAX_NAME_LEN:
+        raise errors.InvalidOptionError(f"inbox_prefix must be at most {MAX_NAME_LEN} bytes, got {len(text.encode())}")
+    return str(text)
 
 
 def payload_size(total: int, max_payload: Optional[int], what: str = "message") -> None:
@@ -931,7 +964,7 @@ def object_name(value: Any, prefix_len: int = 0) -> str:
     except UnicodeEncodeError:
         raise errors.InvalidObjectNameError(f"object name is not valid UTF-8 text: {value!r}") from None
     try:
-        control_line("x" * (prefix_len + 4 * math.ceil(len(raw) / 3)), "_INBOX." + "x" * 44)
+        control_line("x" * (prefix_len + 4 * math.ceil(len(raw) / 3)), reply_room=reply_room())
     except errors.InvalidOptionError:
         raise errors.InvalidObjectNameError(f"object name is too long for a subject ({len(raw)} bytes)") from None
     return value

@@ -323,3 +323,33 @@ def test_a_refused_core_subscription_ends_at_once_with_permission_denied(tmp_pat
         nc.close()
         srv.cleanup()
 
+
+# -- protocol lines over the server's max_control_line ------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_every_protocol_line_over_max_control_line_is_refused_and_the_client_stays_up(server, nc, js, stream, subj):
+    # Each fits the 4096-byte limit on its own and not with what the line adds
+    # (the queue group, the reply, the reply inbox the client makes).
+    near = "bad." + "y" * 4000
+    push = js.create_consumer(stream.name, durable_name="far", deliver_subject="deliver." + "d" * 4100)
+    pull = js.create_consumer(stream.name, durable_name="pull")
+    far_js = nc.jetstream(api_prefix="p" * 4010)
+    cases = {
+        "SUB": lambda: nc.subscribe("bad.x" + "y" * 5000),
+        "SUB with queue": lambda: nc.subscribe(near, queue="q" * 200),
+        "PUB": lambda: nc.publish("bad.x" + "y" * 5000),
+        "PUB with reply": lambda: nc.publish(near, reply="r" * 200),
+        "request": lambda: nc.request(near + "y" * 40, timeout=5),
+        "JetStream publish": lambda: js.publish(near + "y" * 40, timeout=5),
+        "JetStream API request": lambda: far_js.stream_names(),
+        "pull request": lambda: list(jss.Consumer(far_js, pull.cached_info).fetch(1, expires=1)),
+        "push deliver subject": lambda: push.messages(),
+        "inbox_prefix": lambda: jss.connect(server.url, inbox_prefix="i" * 300),
+    }
+    for what, call in cases.items():
+        with pytest.raises(jss.InvalidOptionError):
+            call()
+        nc.flush(timeout=5)  # a -ERR the server sent would have been read by now
+        assert nc.is_connected, f"{what}: the connection was closed"
+        assert js.publish(subj, what.encode(), timeout=5).seq > 0, what

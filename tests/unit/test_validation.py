@@ -310,6 +310,30 @@ def test_control_line_rejects_lines_over_max_control_line(subj, reply, limit):
         control_line(subj, reply, max_control_line=limit)
 
 
+def test_reply_room_is_the_longest_request_inbox_nats_py_makes():
+    # <prefix>.<nuid>.<nuid + 2 random bytes in hex>
+    assert options.reply_room() == len("_INBOX.") + 22 + 1 + 26
+    assert options.reply_room("my.inbox") == len("my.inbox.") + 22 + 1 + 26
+
+
+def test_control_line_counts_the_reply_inbox_made_later():
+    subj = "a" * (MAX_CONTROL_LINE - _arg_len("") - 1 - options.reply_room())
+    control_line(subj, reply_room=options.reply_room())
+    with pytest.raises(errors.InvalidOptionError, match="reply inbox"):
+        control_line(subj + "a", reply_room=options.reply_room())
+
+
+@pytest.mark.parametrize("value", ["my.inbox", b"my.inbox", "_INBOX", "i" * 255])
+def test_inbox_prefix_accepts_a_plain_subject_of_up_to_255_bytes(value):
+    assert options.inbox_prefix(value) == (value.decode() if isinstance(value, bytes) else value)
+
+
+@pytest.mark.parametrize("value", ["", "a b", "in.*", "in.>", "in..x", "in.", "i" * 256, 5, None])
+def test_inbox_prefix_refuses_what_would_make_bad_or_overlong_inboxes(value):
+    with pytest.raises(errors.InvalidOptionError, match="inbox_prefix"):
+        options.inbox_prefix(value)
+
+
 @pytest.mark.parametrize("subj, reply", [(None, ""), (b"foo", ""), ("foo", 1)])
 def test_control_line_rejects_non_str_subject_or_reply(subj, reply):
     with pytest.raises(errors.InvalidOptionError):
