@@ -353,7 +353,8 @@ class Connection:
 
     def _no_servers(self, cause: Optional[BaseException]) -> errors.JetStreamError:
         where = ", ".join(redact_url(s) for s in self._servers)
-        reason = describe_connect_error(cause)
+        info = server_info(self.nc) if self.nc is not None else None
+        reason = describe_connect_error(cause, info, self._tls_wanted)
         if reason == "authorization violation":
             return errors.AuthorizationError(f"could not connect to {where}: {reason}")
         return errors.NoServersError(f"could not connect to {where}: {reason}")
@@ -950,8 +951,20 @@ def _most_specific(attempts: List[BaseException]) -> BaseException:
     return attempts[-1]
 
 
-def describe_connect_error(exc: Optional[BaseException]) -> str:
-    """A short, secret-free reason for a failed connection attempt."""
+_CLIENT_CERT = "load one signed by a CA the server trusts with ssl_ctx.load_cert_chain() on the tls context"
+
+
+def describe_connect_error(
+    exc: Optional[BaseException], info: Optional[Dict[str, Any]] = None, tls: bool = False
+) -> str:
+    """A short, secret-free reason for a failed connection attempt; ``info``
+    is the last INFO the server sent (if any), ``tls`` whether TLS was asked for.
+
+    A server that verifies client certificates (``tls { verify: true }``)
+    rejects a client without one after the TLS 1.3 handshake: the alert
+    "certificate required", or, as often, only a reset or EOF. Python's
+    SSLContext cannot tell whether a certificate was loaded into it, so that
+    case names both causes."""
     import socket
     import ssl
 
@@ -967,6 +980,15 @@ def describe_connect_error(exc: Optional[BaseException]) -> str:
             return "authorization violation"
         if isinstance(cur, ssl.SSLCertVerificationError):
             return f"TLS certificate error: {cur.verify_message or cur.reason}"
+        if isinstance(cur, ssl.SSLError) and "CERTIFICATE_REQUIRED" in str(cur.reason):
+            return f"TLS error: the server requires a client certificate (verify mode) and none was sent: {_CLIENT_CERT}"
+        if _closed_by_peer(cur) and info and info.get("tls_verify"):
+            return (
+                "TLS error: the server requires a client certificate (verify mode) and closed the connection"
+                f" after the TLS handshake: none was sent, or it was refused; {_CLIENT_CERT}"
+            )
+        if _closed_by_peer(cur) and (tls or info and info.get("tls_required")):
+            return f"connection closed by the server during TLS setup: the server may require a client certificate (verify mode); {_CLIENT_CERT}"
         if isinstance(cur, ssl.SSLError):
             return f"TLS error: {cur.reason or cur}"
         if isinstance(cur, socket.gaierror):
@@ -979,6 +1001,15 @@ def describe_connect_error(exc: Optional[BaseException]) -> str:
             return cur.strerror.lower()
         cur = cur.__cause__ or cur.__context__
     return type(exc).__name__
+
+
+def _closed_by_peer(exc: BaseException) -> bool:
+    """A reset or EOF from the other end (as a server that refused the TLS client is seen)."""
+    import ssl
+
+    return isinstance(
+        exc, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, EOFError, ssl.SSLEOFError, _nerr.UnexpectedEOF)
+    )
 
 
 def _log_send_failure(task: "asyncio.Task[Any]") -> None:

@@ -44,8 +44,9 @@ def connect(servers: Union[str, List[str]] = "nats://127.0.0.1:4222", **options:
     Unless ``retry_on_failed_connect=True``, the first connection attempt
     gives up after one pass over ``servers`` (``connect_timeout`` each, 2 s by
     default) and raises :class:`NoServersError` saying why (connection
-    refused, name not resolved, a TLS error; :class:`AuthorizationError` for
-    rejected credentials). Passwords in URLs never appear in messages.
+    refused, name not resolved, a TLS error, a client certificate the server
+    requires; :class:`AuthorizationError` for rejected credentials).
+    Passwords in URLs never appear in messages.
     """
     conn = Connection("jetstream-sync")
     conn.connect(servers, options)

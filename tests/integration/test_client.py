@@ -15,7 +15,7 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import wait_until
+from ..helpers import make_tls_files, wait_until
 
 
 def run_script(code: str, *args: str, timeout: float = 30.0, **popen: object) -> subprocess.Popen:
@@ -41,6 +41,42 @@ def test_connect_failure_is_prompt():
     with pytest.raises(jss.NoServersError):
         jss.connect(f"nats://127.0.0.1:{free_port()}", connect_timeout=1)
     assert time.monotonic() - start < 5
+
+
+@pytest.mark.timeout(120)
+def test_mutual_tls_without_a_client_certificate_says_the_server_requires_one(tmp_path):
+    pytest.importorskip("cryptography")
+    import ssl
+
+    from jetstream_sync._server import NatsServer, free_port
+
+    files = make_tls_files(tmp_path, key_password=b"key-secret")
+    port = free_port()
+    conf = tmp_path / "mtls.conf"
+    conf.write_text(
+        f'tls {{ cert_file: "{files["server"]}", key_file: "{files["server_key"]}", ca_file: "{files["ca"]}", verify: true }}\n'
+    )
+    srv = NatsServer(port=port, jetstream=False, args=["-c", str(conf)]).start()
+    url = f"tls://u:url-secret@127.0.0.1:{port}"
+    try:
+        # TLS 1.3 refuses the client after the handshake: an alert, or as often
+        # only a reset. Several attempts, so that both ways are seen.
+        for attempt in range(10):
+            ctx = ssl.create_default_context(cafile=files["ca"])
+            with pytest.raises(jss.NoServersError) as refused:
+                jss.connect(url, tls=ctx, connect_timeout=2)  # bounded: one pass over the servers
+            text = str(refused.value)
+            assert "client certificate" in text, f"attempt {attempt}: {text}"
+            assert "url-secret" not in text and "key-secret" not in text and "PRIVATE KEY" not in text
+
+        ctx = ssl.create_default_context(cafile=files["ca"])
+        ctx.load_cert_chain(files["client"], files["client_key"], password=b"key-secret")
+        with jss.connect(url, tls=ctx, connect_timeout=2) as nc:
+            sub = nc.subscribe("mtls.ok")
+            nc.publish("mtls.ok", b"over mutual TLS")
+            assert sub.next_msg(timeout=5).data == b"over mutual TLS"
+    finally:
+        srv.cleanup()
 
 
 def test_unknown_option_rejected(server):
