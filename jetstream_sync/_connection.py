@@ -31,7 +31,7 @@ import nats.errors as _nerr
 from nats.aio.client import Client as _NatsClient
 
 from . import errors
-from .options import inbox_prefix, reply_room
+from .options import connect_durations, inbox_prefix, reply_room
 from ._loop import LoopThread, gevent_patched, register_exit_hook
 from ._outbox import AckOutbox, subject_str
 from ._publisher import AsyncPublisher
@@ -259,6 +259,7 @@ class Connection:
         unknown = set(options) - NATS_OPTIONS - OWN_OPTIONS
         if unknown:
             raise errors.InvalidOptionError(f"unknown connect option(s): {', '.join(sorted(unknown))}")
+        connect_durations(options)
         retry = bool(options.pop("retry_on_failed_connect", False))
         for name in _USER_CALLBACKS:
             cb = options.pop(name, None)

@@ -28,6 +28,8 @@ __all__ = [
     "MAX_NAME_LEN",
     "duration",
     "optional_timeout",
+    "connect_durations",
+    "duration_text",
     "subject",
     "name",
     "api_prefix",
@@ -96,10 +98,22 @@ def _utf8(what: str, value: str) -> bytes:
 
 
 def duration(
-    name: str, value: Any, *, minimum: float = 0.0, allow_zero: bool = False, maximum: float = MAX_DURATION
+    name: str,
+    value: Any,
+    *,
+    minimum: float = 0.0,
+    allow_zero: bool = False,
+    maximum: float = MAX_DURATION,
+    allow_negative: bool = False,
+    none_means: str = "",
 ) -> float:
     """A duration in seconds: an int or float (not bool), finite, > 0 (>= 0 with
-    ``allow_zero``), within [minimum, maximum]; ``maximum`` is capped at MAX_DURATION."""
+    ``allow_zero``), within [minimum, maximum]; ``maximum`` is capped at MAX_DURATION.
+
+    The one check of every duration the API takes. ``allow_negative``: any
+    finite value from -maximum passes (where <= 0 means "none", as nats.go's
+    -1). ``none_means``: what None means where the caller takes it ("no
+    limit"); an infinite value is then told to use None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise errors.InvalidOptionError(f"{name} must be a number of seconds, got {value!r}")
     maximum = min(maximum, MAX_DURATION)
@@ -108,7 +122,12 @@ def duration(
     except OverflowError:  # an int too big for a float
         raise errors.InvalidOptionError(f"{name} must be at most {maximum:g}s, got {value!r}") from None
     if not math.isfinite(seconds):
-        raise errors.InvalidOptionError(f"{name} must be a finite number of seconds, got {value!r}")
+        hint = f" (use None for {none_means})" if none_means else ""
+        raise errors.InvalidOptionError(f"{name} must be a finite number of seconds{hint}, got {value!r}")
+    if allow_negative and seconds <= 0:
+        if seconds < -maximum:
+            raise errors.InvalidOptionError(f"{name} must be at least {-maximum:g}s, got {value!r}")
+        return seconds
     if allow_zero:
         if seconds < 0:
             raise errors.InvalidOptionError(f"{name} must be >= 0 seconds, got {value!r}")
@@ -159,7 +178,36 @@ def handler(what: str, fn: Any, optional: bool = False) -> Any:
 
 def optional_timeout(name: str, value: Any) -> Optional[float]:
     """None (wait forever) or a duration >= 0 in seconds."""
-    return None if value is None else duration(name, value, allow_zero=True)
+    return None if value is None else duration(name, value, allow_zero=True, none_means="no limit")
+
+
+def duration_text(name: str, text: Any, default: float) -> float:
+    """A duration in seconds given as text (string options such as Spark's);
+    ``default`` when None."""
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise errors.InvalidOptionError(f"{name} must be a number of seconds, got {text!r}") from None
+    return duration(name, value)
+
+
+# nats-py's connect() options in seconds: (allow_zero, None allowed: "no limit").
+_CONNECT_DURATIONS = {
+    "connect_timeout": (False, False),
+    "reconnect_time_wait": (True, False),
+    "ping_interval": (False, False),
+    "drain_timeout": (False, False),
+    "flush_timeout": (False, True),
+}
+
+
+def connect_durations(given: Mapping[str, Any]) -> None:
+    """Check the durations among connect() options (nats-py's, passed through)."""
+    for key, (allow_zero, none_ok) in _CONNECT_DURATIONS.items():
+        if key in given and not (none_ok and given[key] is None):
+            duration(key, given[key], allow_zero=allow_zero, none_means="no limit" if none_ok else "")
 
 
 _PLAIN_SUBJECT = re.compile(r"[\w$\-:]+(?:\.[\w$\-:]+)*", re.ASCII)
@@ -996,7 +1044,7 @@ def object_headers(value: Any) -> Optional[Dict[str, List[str]]]:
 def object_store_limits(ttl: Any, max_bytes: Any, replicas: Any, compression: Any) -> Tuple[float, int, int]:
     """An object store's (ttl seconds, 0 = keep forever; max_bytes, -1 = no
     limit, None and 0 mean -1 as in nats.go; replicas 1-5)."""
-    age = 0.0 if ttl is None else duration("ttl", ttl, allow_zero=True)
+    age = 0.0 if ttl is None else duration("ttl", ttl, allow_zero=True, none_means="no limit")
     if max_bytes is None:
         max_bytes = -1
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < -1:
