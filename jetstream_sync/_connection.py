@@ -483,10 +483,9 @@ class Connection:
 
     def _permission_denied(self, kind: str, subject: str, queue: str, err: BaseException) -> None:
         subject = subject.lower()
-        if kind == "publish":
-            hit = set(self._perm_watchers.get((subject, None), ()))
-        else:  # the subscription named, as subscribed (the server names it so)
-            hit = set(self._perm_watchers.get((subject, queue.lower()), ()))
+        hit = set(self._perm_watchers.get((subject, None), ()))  # watchers of this subject (a push deliver subject too)
+        if kind == "subscription":  # and the core subscription named, as subscribed (the server names it so)
+            hit |= self._perm_watchers.get((subject, queue.lower()), set())
         if kind == "publish" or not queue:  # the reply inboxes have no queue group
             for pub in (self._publisher, self._requester):
                 if pub is not None:
