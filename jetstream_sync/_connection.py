@@ -25,12 +25,13 @@ import time
 import urllib.parse
 import weakref
 from functools import partial
-from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, TypeVar, Union, cast
+from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, Tuple, TypeVar, Union, cast
 
 import nats.errors as _nerr
 from nats.aio.client import Client as _NatsClient
 
 from . import errors
+from .options import connect_durations, inbox_prefix, reply_room
 from ._loop import LoopThread, gevent_patched, register_exit_hook
 from ._outbox import AckOutbox, subject_str
 from ._publisher import AsyncPublisher
@@ -65,7 +66,10 @@ OWN_OPTIONS = frozenset({"retry_on_failed_connect"})
 FAST_PATHS_ENV = "JETSTREAM_SYNC_FAST_PATHS"
 _SCHEMES = frozenset({"nats", "tls", "ws", "wss"})  # what nats-py connects with
 
-_PERMISSION = re.compile(r'Permissions Violation for (Publish|Subscription) to "?([^"\s]+)"?', re.IGNORECASE)
+# nats-server: 'Permissions Violation for Subscription to "x" using queue "q"' (queue when given).
+_PERMISSION = re.compile(
+    r'Permissions Violation for (Publish|Subscription) to "?([^"\s]+)"?(?: using queue "?([^"\s]+)"?)?', re.IGNORECASE
+)
 
 # Bumped in a forked child: objects made before the fork compare it with
 # their own generation and refuse use (one int compare, cheap on hot paths).
@@ -174,9 +178,13 @@ class Connection:
         self._listeners: Dict[str, List[Callable[[], None]]] = {e: [] for e in EVENTS}
         self._user_cbs: Dict[str, Callable[..., Any]] = {}
         self._cb_thread: Optional[_CallbackThread] = None
-        # Loop thread only: subject -> callbacks told of a permission violation.
-        self._perm_watchers: Dict[str, Set[Callable[[BaseException], None]]] = {}
+        # Loop thread only: (subject, queue) -> callbacks told of a permission
+        # violation; queue None for publishes, "" for a subscription without one.
+        self._perm_watchers: Dict[Tuple[str, Optional[str]], Set[Callable[[BaseException], None]]] = {}
+        self._sub_perm: Dict[int, Callable[[], None]] = {}  # sid -> remover of its watcher (loop thread)
         self._tls_wanted = False
+        # Bytes of the longest reply inbox this connection makes (any thread reads it).
+        self.reply_room = reply_room()
         self.pong_fixed = False  # nats-py's late-PONG bug is worked around
         self._servers: List[str] = []
         # The server URL (password redacted) last connected to, for the logs:
@@ -251,6 +259,7 @@ class Connection:
         unknown = set(options) - NATS_OPTIONS - OWN_OPTIONS
         if unknown:
             raise errors.InvalidOptionError(f"unknown connect option(s): {', '.join(sorted(unknown))}")
+        connect_durations(options)
         retry = bool(options.pop("retry_on_failed_connect", False))
         for name in _USER_CALLBACKS:
             cb = options.pop(name, None)
@@ -262,6 +271,8 @@ class Connection:
             # Made here, on the caller's side: under gevent it must belong to the caller's hub.
             self._cb_thread = _CallbackThread(f"{self.loop_thread.name}-callbacks")
         server_list = check_servers([servers] if isinstance(servers, str) else list(servers))
+        if "inbox_prefix" in options:
+            self.reply_room = reply_room(inbox_prefix(options["inbox_prefix"]))
         self._servers = server_list
         deadline = None
         if not retry:
@@ -343,7 +354,8 @@ class Connection:
 
     def _no_servers(self, cause: Optional[BaseException]) -> errors.JetStreamError:
         where = ", ".join(redact_url(s) for s in self._servers)
-        reason = describe_connect_error(cause)
+        info = server_info(self.nc) if self.nc is not None else None
+        reason = describe_connect_error(cause, info, self._tls_wanted)
         if reason == "authorization violation":
             return errors.AuthorizationError(f"could not connect to {where}: {reason}")
         return errors.NoServersError(f"could not connect to {where}: {reason}")
@@ -389,9 +401,10 @@ class Connection:
         match = _PERMISSION.search(text)
         err: BaseException
         if match is not None:
-            kind, subject = match.group(1).lower(), match.group(2)
-            err = errors.PermissionDeniedError(f"permission denied: {kind} to {subject!r}")
-            self._permission_denied(kind, subject, err)
+            kind, subject, queue = match.group(1).lower(), match.group(2), match.group(3) or ""
+            group = f" (queue group {queue!r})" if queue else ""
+            err = errors.PermissionDeniedError(f"permission denied: {kind} to {subject!r}{group}")
+            self._permission_denied(kind, subject, queue, err)
         else:
             err = translate(exc)
             _log.debug("connection error: %r", exc)
@@ -449,11 +462,15 @@ class Connection:
 
     # -- permissions (loop thread) -------------------------------------------------
 
-    def watch_permission(self, subject: str, callback: Callable[[BaseException], None]) -> Callable[[], None]:
+    def watch_permission(
+        self, subject: str, callback: Callable[[BaseException], None], queue: Optional[str] = None
+    ) -> Callable[[], None]:
         """Loop thread: ``callback(PermissionDeniedError)`` if the server
-        refuses a publish or subscription on ``subject``; returns a remover."""
+        refuses a publish on ``subject`` (or a subscription covering it);
+        with ``queue`` ("" for none): if it refuses the subscription to
+        exactly ``subject`` in that queue group. Returns a remover."""
         # nats-py lowercases -ERR text: match subjects without case.
-        key = subject.lower()
+        key = (subject.lower(), None if queue is None else queue.lower())
         watchers = self._perm_watchers.setdefault(key, set())
         watchers.add(callback)
 
@@ -464,15 +481,18 @@ class Connection:
 
         return remove
 
-    def _permission_denied(self, kind: str, subject: str, err: BaseException) -> None:
+    def _permission_denied(self, kind: str, subject: str, queue: str, err: BaseException) -> None:
         subject = subject.lower()
-        for pub in (self._publisher, self._requester):
-            if pub is not None:
-                pub.denied(kind, subject, err)
-        hit = set(self._perm_watchers.get(subject, ()))
-        if kind == "subscription":  # a reply inbox ("_INBOX.x.*") covers the requests on it
-            for watched, callbacks in list(self._perm_watchers.items()):
-                if subject_covers(subject, watched):
+        hit = set(self._perm_watchers.get((subject, None), ()))  # watchers of this subject (a push deliver subject too)
+        if kind == "subscription":  # and the core subscription named, as subscribed (the server names it so)
+            hit |= self._perm_watchers.get((subject, queue.lower()), set())
+        if kind == "publish" or not queue:  # the reply inboxes have no queue group
+            for pub in (self._publisher, self._requester):
+                if pub is not None:
+                    pub.denied(kind, subject, err)
+        if kind == "subscription" and not queue:  # a reply inbox ("_INBOX.x.*") covers the requests on it
+            for (watched, group), callbacks in list(self._perm_watchers.items()):
+                if group is None and subject_covers(subject, watched):
                     hit |= callbacks
         for callback in hit:
             try:
@@ -635,12 +655,36 @@ class Connection:
         handler: Union[Handler, Sink],
         queue: str = "",
         limits: Optional[Dict[str, int]] = None,
+        denied: Optional[Callable[[BaseException], None]] = None,
     ) -> int:
         """Loop thread: a core subscription whose messages go to
         ``handler(subject, reply, data, header_block)`` (all bytes; the header
         block includes the ``NATS/1.0`` status line), or in bulk to a
-        :class:`~._wire.Sink`. Returns its sid."""
+        :class:`~._wire.Sink`. Returns its sid. If the server refuses it,
+        it is removed and ``denied(PermissionDeniedError)`` called."""
         nc = self._nats()
+        if denied is None:
+            return await self._open_sub(nc, subject, handler, queue, limits)
+        told = denied
+        sid: Optional[int] = None
+
+        def on_denied(err: BaseException) -> None:
+            if sid is not None:  # the server holds no such subscription; nats-py would resend it at reconnect
+                self._spawn(self.unsubscribe(sid))
+            told(err)
+
+        remove = self.watch_permission(subject, on_denied, queue)  # before the SUB is written
+        try:
+            sid = await self._open_sub(nc, subject, handler, queue, limits)
+        except BaseException:
+            remove()
+            raise
+        self._sub_perm[sid] = remove
+        return sid
+
+    async def _open_sub(
+        self, nc: _NatsClient, subject: str, handler: Union[Handler, Sink], queue: str, limits: Optional[Dict[str, int]]
+    ) -> int:
         lim = limits if limits is not None else {"pending_msgs_limit": 0, "pending_bytes_limit": 0}
         msgs_limit, bytes_limit = lim["pending_msgs_limit"], lim["pending_bytes_limit"]
         # A Sink is told apart by its bulk entry point (Protocols are not checked at runtime).
@@ -679,6 +723,9 @@ class Connection:
         """Loop thread: remove interest. With ``drain``, what the server sent
         before the UNSUB still reaches the handler."""
         sub = self._subs.pop(sid, None)
+        remove_watch = self._sub_perm.pop(sid, None)
+        if remove_watch is not None:
+            remove_watch()
         try:
             if sub is None or self.nc is None or self.nc.is_closed:
                 return
@@ -904,8 +951,20 @@ def _most_specific(attempts: List[BaseException]) -> BaseException:
     return attempts[-1]
 
 
-def describe_connect_error(exc: Optional[BaseException]) -> str:
-    """A short, secret-free reason for a failed connection attempt."""
+_CLIENT_CERT = "load one signed by a CA the server trusts with ssl_ctx.load_cert_chain() on the tls context"
+
+
+def describe_connect_error(
+    exc: Optional[BaseException], info: Optional[Dict[str, Any]] = None, tls: bool = False
+) -> str:
+    """A short, secret-free reason for a failed connection attempt; ``info``
+    is the last INFO the server sent (if any), ``tls`` whether TLS was asked for.
+
+    A server that verifies client certificates (``tls { verify: true }``)
+    rejects a client without one after the TLS 1.3 handshake: the alert
+    "certificate required", or, as often, only a reset or EOF. Python's
+    SSLContext cannot tell whether a certificate was loaded into it, so that
+    case names both causes."""
     import socket
     import ssl
 
@@ -921,6 +980,15 @@ def describe_connect_error(exc: Optional[BaseException]) -> str:
             return "authorization violation"
         if isinstance(cur, ssl.SSLCertVerificationError):
             return f"TLS certificate error: {cur.verify_message or cur.reason}"
+        if isinstance(cur, ssl.SSLError) and "CERTIFICATE_REQUIRED" in str(cur.reason):
+            return f"TLS error: the server requires a client certificate (verify mode) and none was sent: {_CLIENT_CERT}"
+        if _closed_by_peer(cur) and info and info.get("tls_verify"):
+            return (
+                "TLS error: the server requires a client certificate (verify mode) and closed the connection"
+                f" after the TLS handshake: none was sent, or it was refused; {_CLIENT_CERT}"
+            )
+        if _closed_by_peer(cur) and (tls or info and info.get("tls_required")):
+            return f"connection closed by the server during TLS setup: the server may require a client certificate (verify mode); {_CLIENT_CERT}"
         if isinstance(cur, ssl.SSLError):
             return f"TLS error: {cur.reason or cur}"
         if isinstance(cur, socket.gaierror):
@@ -933,6 +1001,15 @@ def describe_connect_error(exc: Optional[BaseException]) -> str:
             return cur.strerror.lower()
         cur = cur.__cause__ or cur.__context__
     return type(exc).__name__
+
+
+def _closed_by_peer(exc: BaseException) -> bool:
+    """A reset or EOF from the other end (as a server that refused the TLS client is seen)."""
+    import ssl
+
+    return isinstance(
+        exc, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, EOFError, ssl.SSLEOFError, _nerr.UnexpectedEOF)
+    )
 
 
 def _log_send_failure(task: "asyncio.Task[Any]") -> None:

@@ -36,7 +36,7 @@ def kv_config(bucket: Any, config: Optional[KeyValueConfig], fields: Dict[str, A
     options.kv_history(cfg.history)
     options.kv_replicas(cfg.replicas)
     if cfg.ttl is not None:
-        options.duration("ttl", cfg.ttl)
+        options.duration("ttl", cfg.ttl, none_means="no limit")
     if cfg.limit_marker_ttl is not None:
         options.duration("limit_marker_ttl", cfg.limit_marker_ttl, minimum=options.MIN_MSG_TTL)
     options.optional_size("max_value_size", cfg.max_value_size)

@@ -14,8 +14,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _log = logging.getLogger(__name__)
 
-# The longest reply subject the publisher uses: its inbox prefix and a token.
-_REPLY_ROOM = len("_INBOX.") + 22 + 1 + 20
+# Plain subjects up to this long fit any line: 900 + the sizes + a reply
+# inbox on the longest inbox_prefix (options.inbox_prefix) stay under 4096.
 _SHORT_SUBJECT = 900
 
 
@@ -59,10 +59,10 @@ def publish_headers(
     return out or None
 
 
-def check_line(subject: str) -> None:
-    """Refuse a subject whose PUB line, with the publisher's longest reply
+def check_line(conn: "Connection", subject: str) -> None:
+    """Refuse a subject whose PUB line, with the connection's longest reply
     inbox, would pass the server's control-line limit."""
-    options.control_line(subject, "x" * _REPLY_ROOM)
+    options.control_line(subject, reply_room=conn.reply_room)
 
 
 def known_subject(subject: str) -> bool:
@@ -81,7 +81,7 @@ def check_publish(conn: "Connection", subject: str, payload: bytes, headers: Opt
     options.subject(subject)
     hdr = options.header_block(headers) if headers else b""
     if len(subject) > _SHORT_SUBJECT:  # shorter ones fit the control line even in 4-byte UTF-8
-        check_line(subject)
+        check_line(conn, subject)
     total = len(hdr) + len(payload)
     if total > conn.max_payload:
         options.payload_size(total, conn.max_payload)

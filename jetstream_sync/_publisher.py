@@ -12,7 +12,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Tuple, cast
 
-from . import errors
+from . import errors, options
 from ._wire import Batcher, load_speedups, subject_covers, translate
 from .models import PubAck
 
@@ -163,6 +163,8 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
             super().set_exception(exception)
 
     def result(self, timeout: Optional[float] = None) -> PubAck:
+        if timeout is not None:
+            options.optional_timeout("timeout", timeout)
         if self._state == _FINISHED:
             if self._exception is not None:
                 raise self._exception
@@ -171,6 +173,8 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
         return super().result(timeout)
 
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        if timeout is not None:
+            options.optional_timeout("timeout", timeout)
         if self._state == _FINISHED:
             return self._exception
         self._before_wait()

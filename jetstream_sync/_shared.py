@@ -15,6 +15,7 @@ import os
 import threading
 from typing import Any, Dict, List, Optional, Tuple, Union
 
+from . import options
 from .client import Client, connect
 
 __all__ = ["shared_client", "close_shared_clients"]
@@ -128,6 +129,7 @@ def shared_client(servers: Union[str, List[str]] = DEFAULT_SERVERS, **connect_op
 def close_shared_clients(timeout: float = 5.0) -> None:
     """Close every shared client of this process (queued acks and publishes
     are sent first, within ``timeout`` each); later calls make new ones."""
+    options.duration("timeout", timeout)  # before any is forgotten
     _check_pid()
     with _lock:
         clients = list(_clients.values())

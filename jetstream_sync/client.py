@@ -44,8 +44,9 @@ def connect(servers: Union[str, List[str]] = "nats://127.0.0.1:4222", **options:
     Unless ``retry_on_failed_connect=True``, the first connection attempt
     gives up after one pass over ``servers`` (``connect_timeout`` each, 2 s by
     default) and raises :class:`NoServersError` saying why (connection
-    refused, name not resolved, a TLS error; :class:`AuthorizationError` for
-    rejected credentials). Passwords in URLs never appear in messages.
+    refused, name not resolved, a TLS error, a client certificate the server
+    requires; :class:`AuthorizationError` for rejected credentials).
+    Passwords in URLs never appear in messages.
     """
     conn = Connection("jetstream-sync")
     conn.connect(servers, options)
@@ -146,7 +147,7 @@ class Client:
         payload = as_bytes(data)
         options.subject(subject)
         hdr = options.header_block(headers) if headers else b""
-        options.control_line(subject, "_INBOX." + "x" * 44)
+        options.control_line(subject, reply_room=conn.reply_room)
         options.payload_size(len(hdr) + len(payload), conn.max_payload)
         # Pipelined like publish_async: one shared reply inbox, no task per call.
         return conn.requester(WireMsg).publish_and_wait(subject, payload, headers, hdr, t)  # type: ignore[no-any-return]
@@ -175,18 +176,23 @@ class Client:
         bytes wait unread (nats-py's defaults); beyond that messages are
         dropped, counted in :attr:`Subscription.dropped` and reported to the
         connection's ``error_cb`` as :class:`SlowConsumerError`.
+
+        A subscription the server refuses (permissions) ends at once:
+        ``next_msg()`` and iteration raise :class:`PermissionDeniedError`, a
+        callback is no longer called (logged), and ``error_cb`` gets the error.
         """
         conn = self._conn
         conn.check()
         options.subject(subject, wildcards=True)
         if queue:
             options.name("queue group", queue)
+        options.control_line(subject, queue)  # SUB <subject> <queue> <sid>
         options.handler("cb", cb, optional=True)
         sub = Subscription(conn, subject, _limit("pending_msgs_limit", pending_msgs_limit),
                            _limit("pending_bytes_limit", pending_bytes_limit))
         conn.register(sub)
         try:
-            sub._sid = conn.run(conn.subscribe(subject, sub._on_msg, queue), 10.0)
+            sub._sid = conn.run(conn.subscribe(subject, sub._on_msg, queue, denied=sub._end), 10.0)
         except BaseException:
             conn.unregister(sub)
             raise
@@ -297,6 +303,9 @@ class Subscription(Resource):
         while True:
             try:
                 msg = self._take(None)
+            except errors.PermissionDeniedError as exc:  # error_cb has it; say why the callback stopped
+                _log.warning("subscription on %r ended: %s", self.subject, exc)
+                return
             except errors.JetStreamError:
                 return
             try:
@@ -333,7 +342,8 @@ class Subscription(Resource):
 
     def next_msg(self, timeout: Optional[float] = 1.0) -> Msg:
         """The next message; raises TimeoutError after ``timeout`` seconds
-        (None: no limit) and ConnectionClosedError once the subscription ended."""
+        (None: no limit), PermissionDeniedError if the server refused the
+        subscription and ConnectionClosedError once it ended otherwise."""
         self._conn.check_fork()
         t = options.optional_timeout("timeout", timeout)
         if self._cb_thread is not None:
@@ -349,6 +359,8 @@ class Subscription(Resource):
                 msg = self._items.popleft()
                 self._bytes -= len(msg.data)
                 return msg
+            if isinstance(self._ended, errors.PermissionDeniedError):
+                raise self._ended
             raise errors.ConnectionClosedError("subscription is closed") from self._ended
 
     def pending(self) -> int:

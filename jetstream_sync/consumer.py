@@ -100,10 +100,12 @@ class Consumer(BaseConsumer):
 
     def _target(self) -> PullTarget:
         """What the engines pull from, with the AckWait they must respect."""
+        pull_subject = f"{self._js.api_prefix}.CONSUMER.MSG.NEXT.{self.stream_name}.{self.name}"
+        options.control_line(pull_subject, reply_room=self._conn.reply_room)  # the pull, to a reply inbox
         return PullTarget(
             stream=self.stream_name,
             consumer=self.name,
-            pull_subject=f"{self._js.api_prefix}.CONSUMER.MSG.NEXT.{self.stream_name}.{self.name}",
+            pull_subject=pull_subject,
             info_subject=self._info_subject(),
             ack_wait=self._ack_wait(),
             api_timeout=self._js.timeout,

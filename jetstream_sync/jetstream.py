@@ -34,6 +34,7 @@ from .models import (
     StoreCompression,
     StoredMsg,
     StreamConfig,
+    StreamConsumerLimits,
     StreamInfo,
     parse_utc_iso,
 )
@@ -59,7 +60,15 @@ _ENUMS: Dict[str, Type[Enum]] = {
     "discard": DiscardPolicy,
     "compression": StoreCompression,
 }
-_DURATIONS = ("ack_wait", "inactive_threshold", "max_expires", "priority_timeout", "max_age", "duplicate_window")
+_DURATIONS = (
+    "ack_wait",
+    "inactive_threshold",
+    "max_expires",
+    "priority_timeout",
+    "max_age",
+    "duplicate_window",
+    "subject_delete_marker_ttl",
+)
 
 
 def validate_name(kind: str, name: Any) -> str:
@@ -86,12 +95,20 @@ def build_config(cls: Type[_C], config: Optional[_C], overrides: Dict[str, Any])
     for name in _DURATIONS:
         value = getattr(cfg, name, None)
         if value is not None:
-            setattr(cfg, name, options.duration(name, value, allow_zero=True))
+            unlimited = "no limit" if name == "max_age" else ""  # None (or 0) keeps messages forever
+            setattr(cfg, name, options.duration(name, value, allow_zero=True, none_means=unlimited))
+    limits = getattr(cfg, "consumer_limits", None)
+    if isinstance(limits, StreamConsumerLimits) and limits.inactive_threshold is not None:
+        options.duration("consumer_limits.inactive_threshold", limits.inactive_threshold, allow_zero=True)
     for name in ("filter_subject", "deliver_subject"):
         value = getattr(cfg, name, None)
         if value:
             options.subject(value, what=name, wildcards=(name == "filter_subject"))
     if isinstance(cfg, ConsumerConfig):
+        if cfg.backoff is not None:
+            if not isinstance(cfg.backoff, (list, tuple)):
+                raise errors.InvalidOptionError(f"backoff must be a list of seconds, got {cfg.backoff!r}")
+            cfg.backoff = [options.duration("backoff entry", b, allow_zero=True) for b in cfg.backoff]
         options.priority_config(cfg.priority_policy, cfg.priority_groups, cfg.priority_timeout, cfg.deliver_subject)
         if cfg.idle_heartbeat:
             cfg.idle_heartbeat = options.duration("idle_heartbeat", cfg.idle_heartbeat, minimum=options.MIN_SERVER_HEARTBEAT)
@@ -183,7 +200,7 @@ class JetStream(Publishing, Subscribing, Buckets):
         conn.check()
         t = self._timeout if timeout is None else timeout
         subject = f"{self._prefix}.{suffix}"
-        options.control_line(subject, "_INBOX." + "x" * 44)
+        options.control_line(subject, reply_room=conn.reply_room)
         body = b"" if payload is None else json.dumps(payload).encode()
         options.payload_size(len(body), conn.max_payload)
         return conn.run(self._aapi(subject, body, t, about), t + 1.0, confirm_acks="all")

@@ -295,7 +295,7 @@ class KeyValue:
         (else put refused it as a long subject and get/history asked the server)."""
         options.kv_key(key)
         try:
-            check_line(self._put_pre + key)
+            check_line(self._js.connection, self._put_pre + key)
         except errors.InvalidOptionError as exc:
             raise errors.InvalidKeyError(f"key is too long ({len(key)} characters): {exc}") from None
         return cast(str, key)
@@ -440,10 +440,9 @@ class KeyValue:
     def purge_deletes(self, older_than: float = DEFAULT_PURGE_DELETES_OLDER_THAN) -> int:
         """Remove the keys whose latest entry is a delete or purge marker,
         keeping the marker itself while it is younger than ``older_than``
-        seconds (default 30 minutes; <= 0: remove all markers too). Returns
-        how many keys were cleaned."""
-        if isinstance(older_than, bool) or not isinstance(older_than, (int, float)) or older_than != older_than:
-            raise errors.InvalidOptionError(f"older_than must be a number of seconds, got {older_than!r}")
+        seconds (default 30 minutes; <= 0, e.g. nats.go's -1: remove all
+        markers too; it must be finite). Returns how many keys were cleaned."""
+        older_than = options.duration("older_than", older_than, allow_zero=True, allow_negative=True)
         markers = [e for e in self._initial(">") if e.operation is not KeyValueOp.PUT]
         now = datetime.datetime.now(datetime.timezone.utc)
         for entry in markers:

@@ -244,6 +244,7 @@ class Msg:
         payload = options.as_bytes(data)
         reply = self.reply
         hdr = options.header_block(headers) if headers else b""
+        options.control_line(reply)
         options.payload_size(len(hdr) + len(payload), conn.max_payload)
         conn.run(conn.apublish(reply, payload, "", headers), 30.0)
 

@@ -28,11 +28,15 @@ __all__ = [
     "MAX_NAME_LEN",
     "duration",
     "optional_timeout",
+    "connect_durations",
+    "duration_text",
     "subject",
     "name",
     "api_prefix",
     "header_block",
     "control_line",
+    "reply_room",
+    "inbox_prefix",
     "payload_size",
     "ack_reply",
     "term_reason",
@@ -75,6 +79,8 @@ _NS = 1_000_000_000
 MAX_DURATION = 10 * 365 * 86400.0
 
 MAX_CONTROL_LINE = 4096  # nats-server's default max_control_line
+DEFAULT_INBOX_PREFIX = "_INBOX"  # nats-py's
+_NUID_LEN = 22
 MAX_NAME_LEN = 255  # nats-server's JSMaxNameLen (bytes)
 ACK_PREFIX = "$JS.ACK."
 _SIZE_DIGITS = len(str(2**31 - 1))  # the server's max_payload is an int32
@@ -92,10 +98,22 @@ def _utf8(what: str, value: str) -> bytes:
 
 
 def duration(
-    name: str, value: Any, *, minimum: float = 0.0, allow_zero: bool = False, maximum: float = MAX_DURATION
+    name: str,
+    value: Any,
+    *,
+    minimum: float = 0.0,
+    allow_zero: bool = False,
+    maximum: float = MAX_DURATION,
+    allow_negative: bool = False,
+    none_means: str = "",
 ) -> float:
     """A duration in seconds: an int or float (not bool), finite, > 0 (>= 0 with
-    ``allow_zero``), within [minimum, maximum]; ``maximum`` is capped at MAX_DURATION."""
+    ``allow_zero``), within [minimum, maximum]; ``maximum`` is capped at MAX_DURATION.
+
+    The one check of every duration the API takes. ``allow_negative``: any
+    finite value from -maximum passes (where <= 0 means "none", as nats.go's
+    -1). ``none_means``: what None means where the caller takes it ("no
+    limit"); an infinite value is then told to use None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise errors.InvalidOptionError(f"{name} must be a number of seconds, got {value!r}")
     maximum = min(maximum, MAX_DURATION)
@@ -104,7 +122,12 @@ def duration(
     except OverflowError:  # an int too big for a float
         raise errors.InvalidOptionError(f"{name} must be at most {maximum:g}s, got {value!r}") from None
     if not math.isfinite(seconds):
-        raise errors.InvalidOptionError(f"{name} must be a finite number of seconds, got {value!r}")
+        hint = f" (use None for {none_means})" if none_means else ""
+        raise errors.InvalidOptionError(f"{name} must be a finite number of seconds{hint}, got {value!r}")
+    if allow_negative and seconds <= 0:
+        if seconds < -maximum:
+            raise errors.InvalidOptionError(f"{name} must be at least {-maximum:g}s, got {value!r}")
+        return seconds
     if allow_zero:
         if seconds < 0:
             raise errors.InvalidOptionError(f"{name} must be >= 0 seconds, got {value!r}")
@@ -155,7 +178,36 @@ def handler(what: str, fn: Any, optional: bool = False) -> Any:
 
 def optional_timeout(name: str, value: Any) -> Optional[float]:
     """None (wait forever) or a duration >= 0 in seconds."""
-    return None if value is None else duration(name, value, allow_zero=True)
+    return None if value is None else duration(name, value, allow_zero=True, none_means="no limit")
+
+
+def duration_text(name: str, text: Any, default: float) -> float:
+    """A duration in seconds given as text (string options such as Spark's);
+    ``default`` when None."""
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise errors.InvalidOptionError(f"{name} must be a number of seconds, got {text!r}") from None
+    return duration(name, value)
+
+
+# nats-py's connect() options in seconds: (allow_zero, None allowed: "no limit").
+_CONNECT_DURATIONS = {
+    "connect_timeout": (False, False),
+    "reconnect_time_wait": (True, False),
+    "ping_interval": (False, False),
+    "drain_timeout": (False, False),
+    "flush_timeout": (False, True),
+}
+
+
+def connect_durations(given: Mapping[str, Any]) -> None:
+    """Check the durations among connect() options (nats-py's, passed through)."""
+    for key, (allow_zero, none_ok) in _CONNECT_DURATIONS.items():
+        if key in given and not (none_ok and given[key] is None):
+            duration(key, given[key], allow_zero=allow_zero, none_means="no limit" if none_ok else "")
 
 
 _PLAIN_SUBJECT = re.compile(r"[\w$\-:]+(?:\.[\w$\-:]+)*", re.ASCII)
@@ -295,20 +347,49 @@ def header_block(headers: Any) -> bytes:
     return b"".join(lines)
 
 
-def control_line(subject: Any, reply: Any = "", *, max_control_line: int = MAX_CONTROL_LINE) -> None:
+def reply_room(inbox_prefix: str = DEFAULT_INBOX_PREFIX) -> int:
+    """Bytes of the longest reply subject the client makes on ``inbox_prefix``:
+    nats-py's request inbox ``<prefix>.<nuid>.<nuid + 4 hex>`` (the async
+    publisher's ``<prefix>.<nuid>.<counter>`` is shorter)."""
+    return len(inbox_prefix.encode()) + 1 + _NUID_LEN + 1 + _NUID_LEN + 4
+
+
+def control_line(
+    subject: Any, reply: Any = "", *, reply_room: int = 0, max_control_line: int = MAX_CONTROL_LINE
+) -> None:
     """Raise if ``HPUB <subject> <reply> <hdr> <total>`` would exceed the server's
-    max_control_line (it counts the arguments; sizes are taken at their widest)."""
+    max_control_line (it counts the arguments; sizes are taken at their widest).
+
+    The one check of every line the client writes: a SUB passes its queue
+    group as ``reply`` (its sid fits in the room kept for the sizes); a line
+    whose reply is an inbox made later passes ``reply_room`` (its length, see
+    :func:`reply_room`) instead. UNSUB lines carry only numbers."""
     reply = "" if reply is None else reply
     if not isinstance(subject, str) or not isinstance(reply, str):
         raise errors.InvalidOptionError(f"subject and reply must be strings, got {subject!r} and {reply!r}")
     size = len(subject.encode(errors="replace")) + 2 * (1 + _SIZE_DIGITS)
     if reply:
         size += 1 + len(reply.encode(errors="replace"))
+    if reply_room:
+        size += 1 + reply_room
     if size > max_control_line:
+        extra = len(reply) or reply_room
+        with_extra = f" with a {extra}-char reply, queue group or reply inbox" if extra else ""
         raise errors.InvalidOptionError(
-            f"subject ({len(subject)} chars) and reply ({len(reply)} chars) are too long: the protocol line"
+            f"subject ({len(subject)} chars){with_extra} is too long: the protocol line"
             f" would be {size} bytes, over the server's max_control_line of {max_control_line}"
         )
+
+
+def inbox_prefix(value: Any) -> str:
+    """The ``inbox_prefix`` connect option (str or bytes): a subject without
+    wildcards of at most MAX_NAME_LEN bytes, so that every reply inbox fits
+    a protocol line next to a subject."""
+    text = value.decode(errors="replace") if isinstance(value, (bytes, bytearray)) else value
+    subject(text, what="inbox_prefix")
+    if len(text.encode()) > MAX_NAME_LEN:
+        raise errors.InvalidOptionError(f"inbox_prefix must be at most {MAX_NAME_LEN} bytes, got {len(text.encode())}")
+    return str(text)
 
 
 def payload_size(total: int, max_payload: Optional[int], what: str = "message") -> None:
@@ -936,7 +1017,7 @@ def object_name(value: Any, prefix_len: int = 0) -> str:
     except UnicodeEncodeError:
         raise errors.InvalidObjectNameError(f"object name is not valid UTF-8 text: {value!r}") from None
     try:
-        control_line("x" * (prefix_len + 4 * math.ceil(len(raw) / 3)), "_INBOX." + "x" * 44)
+        control_line("x" * (prefix_len + 4 * math.ceil(len(raw) / 3)), reply_room=reply_room())
     except errors.InvalidOptionError:
         raise errors.InvalidObjectNameError(f"object name is too long for a subject ({len(raw)} bytes)") from None
     return value
@@ -968,7 +1049,7 @@ def object_headers(value: Any) -> Optional[Dict[str, List[str]]]:
 def object_store_limits(ttl: Any, max_bytes: Any, replicas: Any, compression: Any) -> Tuple[float, int, int]:
     """An object store's (ttl seconds, 0 = keep forever; max_bytes, -1 = no
     limit, None and 0 mean -1 as in nats.go; replicas 1-5)."""
-    age = 0.0 if ttl is None else duration("ttl", ttl, allow_zero=True)
+    age = 0.0 if ttl is None else duration("ttl", ttl, allow_zero=True, none_means="no limit")
     if max_bytes is None:
         max_bytes = -1
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < -1:

@@ -7,7 +7,7 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, TypeVar
 
-from . import errors
+from . import errors, options
 from ._push import PushEngine, PushTarget
 from .consumer import BaseConsumer
 from .contexts import ConsumeContext, MessagesContext
@@ -58,6 +58,7 @@ class PushConsumer(BaseConsumer):
 
     def _target(self) -> PushTarget:
         cfg = self._info.config
+        options.control_line(self.deliver_subject, self.deliver_group)  # SUB <deliver subject> <group> <sid>
         return PushTarget(
             stream=self.stream_name,
             consumer=self.name,

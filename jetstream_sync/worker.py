@@ -100,7 +100,7 @@ class Worker:
         self._connect_options = dict(connect_options or {})
         self._concurrency = options.count("concurrency", concurrency)
         self._shutdown_timeout = options.duration("shutdown_timeout", shutdown_timeout)
-        self._stats_interval = None if not stats_interval else options.duration("stats_interval", stats_interval)
+        self._stats_interval = None if not stats_interval else options.duration("stats_interval", stats_interval, none_means="no stats lines")
         self._nak_delay = None if nak_delay is None else options.duration("nak_delay", nak_delay, allow_zero=True)
         self._signals = list(signals)
         for sig in self._signals:

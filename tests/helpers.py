@@ -192,3 +192,62 @@ def wait_blocked(thread, timeout=5.0):
         return len(seen) == 1
 
     wait_until(still, timeout=timeout)
+
+
+def make_tls_files(directory, key_password: bytes = b"") -> dict:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate,
+    written as PEM files into ``directory``; their paths by name ("ca",
+    "server", "server_key", "client", "client_key"). Needs ``cryptography``;
+    the client key is encrypted with ``key_password`` when one is given."""
+    import datetime
+    import ipaddress
+    import os
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def name(cn):
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    def cert(subject, key, issuer, issuer_key, *extensions):
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(name(subject))
+            .issuer_name(name(issuer))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+        )
+        for ext in extensions:
+            builder = builder.add_extension(ext, critical=False)
+        return builder.sign(issuer_key, hashes.SHA256())
+
+    ca_key, server_key, client_key = (ec.generate_private_key(ec.SECP256R1()) for _ in range(3))
+    files = {
+        "ca": cert("test-ca", ca_key, "test-ca", ca_key, x509.BasicConstraints(ca=True, path_length=None)),
+        "server": cert(
+            "server", server_key, "test-ca", ca_key,
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+        ),
+        "client": cert("client", client_key, "test-ca", ca_key, x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH])),
+        "server_key": server_key,
+        "client_key": client_key,
+    }
+    paths = {}
+    for label, obj in files.items():
+        if isinstance(obj, x509.Certificate):
+            pem = obj.public_bytes(serialization.Encoding.PEM)
+        else:
+            secret = key_password if label == "client_key" else b""
+            encryption = serialization.BestAvailableEncryption(secret) if secret else serialization.NoEncryption()
+            pem = obj.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+        paths[label] = os.path.join(str(directory), f"{label}.pem")
+        with open(paths[label], "wb") as f:
+            f.write(pem)
+    return paths

@@ -12,6 +12,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import jetstream_sync as jss
 
+from ..options import duration_text
 from ._clients import connection_settings, shared_client
 
 _log = logging.getLogger(__name__)
@@ -67,10 +68,7 @@ class ReadOptions:
         if not stream:
             raise jss.InvalidOptionError("the jetstream source needs option 'stream'")
         subjects = tuple(s.strip() for s in o.get("subjects", "").split(",") if s.strip())
-        try:
-            timeout = float(o.get("fetchtimeout", "10"))
-        except ValueError:
-            raise jss.InvalidOptionError("fetchTimeout must be a number of seconds") from None
+        timeout = duration_text("fetchTimeout", o.get("fetchtimeout"), 10.0)
         opts = cls(
             stream=stream,
             subjects=subjects,

@@ -10,6 +10,7 @@ from typing import Any, Callable, Deque, Dict, Iterable, Iterator, Mapping, Opti
 
 import jetstream_sync as jss
 
+from ..options import duration, duration_text
 from ._clients import connection_settings, shared_client
 
 _log = logging.getLogger(__name__)
@@ -39,10 +40,7 @@ class WriteOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "WriteOptions":
         o = {k.lower(): v for k, v in options.items()}
-        try:
-            timeout = float(o.get("publishtimeout", "30"))
-        except ValueError:
-            raise jss.InvalidOptionError("publishTimeout must be a number of seconds") from None
+        timeout = duration_text("publishTimeout", o.get("publishtimeout"), 30.0)
         return cls(
             subject=o.get("subject") or None,
             timeout=timeout,
@@ -139,8 +137,10 @@ def publish_partition(
     Rows need a ``data`` column (bytes or str) and a ``subject`` column unless
     ``subject`` is given; ``headers`` (map) and ``msg_id`` (the Nats-Msg-Id,
     so a retried task adds no duplicates) are used when present. Each Python
-    worker process keeps one connection for all its tasks.
+    worker process keeps one connection for all its tasks. ``timeout``:
+    seconds to wait for each PubAck (default 30).
     """
+    duration("timeout", timeout)  # here, not on the executors
 
     def run(rows: Iterator[Any]) -> None:
         rows = iter(rows)

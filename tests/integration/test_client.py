@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import queue as queue_mod
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import wait_until
+from ..helpers import make_tls_files, wait_until
 
 
 def run_script(code: str, *args: str, timeout: float = 30.0, **popen: object) -> subprocess.Popen:
@@ -40,6 +41,42 @@ def test_connect_failure_is_prompt():
     with pytest.raises(jss.NoServersError):
         jss.connect(f"nats://127.0.0.1:{free_port()}", connect_timeout=1)
     assert time.monotonic() - start < 5
+
+
+@pytest.mark.timeout(120)
+def test_mutual_tls_without_a_client_certificate_says_the_server_requires_one(tmp_path):
+    pytest.importorskip("cryptography")
+    import ssl
+
+    from jetstream_sync._server import NatsServer, free_port
+
+    files = make_tls_files(tmp_path, key_password=b"key-secret")
+    port = free_port()
+    conf = tmp_path / "mtls.conf"
+    conf.write_text(
+        f'tls {{ cert_file: "{files["server"]}", key_file: "{files["server_key"]}", ca_file: "{files["ca"]}", verify: true }}\n'
+    )
+    srv = NatsServer(port=port, jetstream=False, args=["-c", str(conf)]).start()
+    url = f"tls://u:url-secret@127.0.0.1:{port}"
+    try:
+        # TLS 1.3 refuses the client after the handshake: an alert, or as often
+        # only a reset. Several attempts, so that both ways are seen.
+        for attempt in range(10):
+            ctx = ssl.create_default_context(cafile=files["ca"])
+            with pytest.raises(jss.NoServersError) as refused:
+                jss.connect(url, tls=ctx, connect_timeout=2)  # bounded: one pass over the servers
+            text = str(refused.value)
+            assert "client certificate" in text, f"attempt {attempt}: {text}"
+            assert "url-secret" not in text and "key-secret" not in text and "PRIVATE KEY" not in text
+
+        ctx = ssl.create_default_context(cafile=files["ca"])
+        ctx.load_cert_chain(files["client"], files["client_key"], password=b"key-secret")
+        with jss.connect(url, tls=ctx, connect_timeout=2) as nc:
+            sub = nc.subscribe("mtls.ok")
+            nc.publish("mtls.ok", b"over mutual TLS")
+            assert sub.next_msg(timeout=5).data == b"over mutual TLS"
+    finally:
+        srv.cleanup()
 
 
 def test_unknown_option_rejected(server):
@@ -253,3 +290,102 @@ def test_request_no_responders_and_timeout(nc):
     with pytest.raises(jss.TimeoutError):
         nc.request("silent", b"", timeout=0.2)
     assert time.monotonic() - start < 1.5
+
+
+# -- core subscriptions the server refuses ------------------------------------------------
+
+_SUB_PERMISSIONS_CONF = """
+listen: 127.0.0.1:{port}
+authorization {
+  users = [
+    {user: u, password: p, permissions: {subscribe: {allow: ["jobs.x", "work.q", "_INBOX.>"], deny: ["work.q bad"]}}}
+  ]
+}
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_refused_core_subscription_ends_at_once_with_permission_denied(tmp_path, caplog):
+    from .test_trust_errors import config_server, timed
+
+    srv = config_server(tmp_path, "subperm", _SUB_PERMISSIONS_CONF)
+    reported = []
+    nc = jss.connect(f"nats://127.0.0.1:{srv.port}", user="u", password="p", error_cb=reported.append)
+    try:
+        # Allowed: must live on through the refusals below, though "jobs.>"
+        # covers "jobs.x" and "work.q" is refused only in queue group "bad".
+        allowed = [nc.subscribe("jobs.x"), nc.subscribe("work.q"), nc.subscribe("work.q", queue="good")]
+        nc.flush(timeout=5)
+
+        for subject, queue in (("secret.>", ""), ("jobs.>", ""), ("work.q", "bad")):
+            sub = nc.subscribe(subject, queue=queue)
+            exc, took = timed(lambda: sub.next_msg(timeout=5))
+            assert isinstance(exc, jss.PermissionDeniedError), f"next_msg on {subject!r}/{queue!r}: {exc!r}"
+            assert took < 2.0, f"next_msg on {subject!r}/{queue!r} took {took:.2f}s"
+            assert subject in str(exc) and queue in str(exc)
+            with pytest.raises(jss.PermissionDeniedError):
+                sub.next_msg(timeout=1)  # stays ended
+            sub.unsubscribe()
+
+        # Iteration ends with the error too (a thread, so that a hang fails instead of blocking the test).
+        sub = nc.subscribe("secret.>")
+        ended = queue_mod.Queue()
+
+        def iterate():
+            try:
+                for _ in sub:
+                    pass
+                ended.put(None)
+            except Exception as exc:  # noqa: BLE001 - the test inspects it
+                ended.put(exc)
+
+        threading.Thread(target=iterate, daemon=True).start()
+        assert isinstance(ended.get(timeout=5), jss.PermissionDeniedError)
+
+        # A callback subscription stops (its thread ends) and says why in the log.
+        with caplog.at_level("WARNING", logger="jetstream_sync"):
+            got = []
+            nc.subscribe("secret.cb", cb=got.append)
+            wait_until(lambda: not any(t.name == "jetstream-sync-sub-secret.cb" for t in threading.enumerate()), timeout=5)
+            wait_until(lambda: any("secret.cb" in r.getMessage() for r in caplog.records), timeout=5)
+        wait_until(lambda: sum(isinstance(e, jss.PermissionDeniedError) for e in reported) >= 5, timeout=5)
+
+        # The allowed subscriptions still get their messages; the client is up.
+        for subject in ("jobs.x", "work.q"):
+            nc.publish(subject, subject.encode())
+        assert [s.next_msg(timeout=5).data for s in allowed] == [b"jobs.x", b"work.q", b"work.q"]
+        assert nc.is_connected
+    finally:
+        nc.close()
+        srv.cleanup()
+
+
+# -- protocol lines over the server's max_control_line ------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_every_protocol_line_over_max_control_line_is_refused_and_the_client_stays_up(server, nc, js, stream, subj):
+    # Each fits the 4096-byte limit on its own and not with what the line adds
+    # (the queue group, the reply, the reply inbox the client makes).
+    near = "bad." + "y" * 4000
+    push = js.create_consumer(stream.name, durable_name="far", deliver_subject="deliver." + "d" * 4100)
+    pull = js.create_consumer(stream.name, durable_name="pull")
+    far_js = nc.jetstream(api_prefix="p" * 4010)
+    cases = {
+        "SUB": lambda: nc.subscribe("bad.x" + "y" * 5000),
+        "SUB with queue": lambda: nc.subscribe(near, queue="q" * 200),
+        "PUB": lambda: nc.publish("bad.x" + "y" * 5000),
+        "PUB with reply": lambda: nc.publish(near, reply="r" * 200),
+        "request": lambda: nc.request(near + "y" * 40, timeout=5),
+        "JetStream publish": lambda: js.publish(near + "y" * 40, timeout=5),
+        "JetStream API request": lambda: far_js.stream_names(),
+        "pull request": lambda: list(jss.Consumer(far_js, pull.cached_info).fetch(1, expires=1)),
+        "push deliver subject": lambda: push.messages(),
+        "inbox_prefix": lambda: jss.connect(server.url, inbox_prefix="i" * 300),
+    }
+    for what, call in cases.items():
+        with pytest.raises(jss.InvalidOptionError):
+            call()
+        nc.flush(timeout=5)  # a -ERR the server sent would have been read by now
+        assert nc.is_connected, f"{what}: the connection was closed"
+        assert js.publish(subj, what.encode(), timeout=5).seq > 0, what

@@ -434,3 +434,29 @@ def test_ack_types_as_the_server_sees_them(js, stream, subj):
         assert p.info().num_ack_pending == 0 and p.info().ack_floor.stream_seq == 3
         with pytest.raises(jss.TimeoutError):
             ctx.next(timeout=1.5)  # b was terminated, c acked: nothing comes back
+
+
+_DENY_GROUP_CONF = """
+listen: 127.0.0.1:{port}
+jetstream { store_dir: "{store}" }
+authorization { users = [ {user: u, password: p, permissions: {subscribe: {allow: [">"], deny: ["dlv.x grp"]}}} ] }
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_deliver_subject_refused_in_its_queue_group_ends_the_context(tmp_path):
+    from .test_trust_errors import config_server
+
+    srv = config_server(tmp_path, "pushperm", _DENY_GROUP_CONF)
+    try:
+        with jss.connect(f"nats://127.0.0.1:{srv.port}", user="u", password="p") as nc:
+            js = nc.jetstream()
+            js.create_stream(name="S", subjects=["s.>"])
+            pc = js.create_consumer("S", durable_name="grp", deliver_subject="dlv.x", deliver_group="grp")
+            ctx = pc.messages()
+            start = time.monotonic()
+            with pytest.raises(jss.PermissionDeniedError, match="grp"):
+                ctx.next(timeout=5)
+            assert time.monotonic() - start < 2.0
+    finally:
+        srv.cleanup()

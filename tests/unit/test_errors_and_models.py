@@ -1,6 +1,7 @@
 """Error hierarchy and model round-trips (no server)."""
 
 import builtins
+import ssl
 
 import pytest
 
@@ -98,3 +99,33 @@ def test_parse_puback():
     with pytest.raises(jss.APIError) as ei:
         parse_puback(b'{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 1"}}')
     assert ei.value.err_code == 10071
+
+
+def _alert(reason):
+    exc = ssl.SSLError(1, f"[SSL: {reason}] alert")
+    exc.reason = reason  # as the ssl module sets it
+    return exc
+
+
+@pytest.mark.parametrize(
+    "exc, info, tls, words",
+    [
+        # TLS 1.3: the server's alert, or only a reset/EOF after the handshake.
+        (_alert("TLSV13_ALERT_CERTIFICATE_REQUIRED"), None, True, "none was sent"),
+        (ConnectionResetError("Connection lost"), {"tls_required": True, "tls_verify": True}, True, "requires a client certificate"),
+        (EOFError(), {"tls_required": True, "tls_verify": True}, True, "requires a client certificate"),
+        (ConnectionResetError("Connection lost"), None, True, "may require a client certificate"),
+        (ConnectionResetError("Connection lost"), {"tls_required": True}, False, "may require a client certificate"),
+    ],
+)
+def test_a_tls_client_refused_for_want_of_a_certificate_is_told_so(exc, info, tls, words):
+    from jetstream_sync._connection import describe_connect_error
+
+    text = describe_connect_error(exc, info, tls)
+    assert words in text and "load_cert_chain" in text
+
+
+def test_a_reset_without_tls_says_nothing_of_certificates():
+    from jetstream_sync._connection import describe_connect_error
+
+    assert "certificate" not in describe_connect_error(ConnectionResetError(104, "Connection reset by peer"), {}, False)

@@ -7,7 +7,7 @@ pytest.importorskip("pyspark", reason="the spark extra is not installed")
 import jetstream_sync as jss  # noqa: E402
 from jetstream_sync.spark._clients import connect_options  # noqa: E402
 from jetstream_sync.spark._read import ReadOptions, ack_numbers, parse_offset, split  # noqa: E402
-from jetstream_sync.spark._write import WriteOptions, row_fields  # noqa: E402
+from jetstream_sync.spark._write import WriteOptions, publish_partition, row_fields  # noqa: E402
 
 
 def test_read_options_defaults_and_case():
@@ -98,3 +98,13 @@ def test_worker_python_check_sees_through_a_venv_symlink():
     if probe.returncode == 0:
         pytest.skip("the base interpreter has the packages too")
     assert worker_python_problem(base) is not None
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan"])
+def test_spark_timeouts_must_be_finite_when_the_options_are_read(value):
+    with pytest.raises(jss.InvalidOptionError, match="fetchTimeout"):
+        ReadOptions.parse({"stream": "S", "fetchTimeout": value}, False)
+    with pytest.raises(jss.InvalidOptionError, match="publishTimeout"):
+        WriteOptions.parse({"publishTimeout": value})
+    with pytest.raises(jss.InvalidOptionError, match="timeout"):
+        publish_partition(subject="s", timeout=float(value))  # on the driver, not in each task

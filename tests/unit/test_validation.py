@@ -101,6 +101,56 @@ def test_optional_timeout_rejects_negative_non_finite_and_non_numbers(value):
         optional_timeout("timeout", value)
 
 
+def test_optional_timeout_tells_to_use_none_for_no_limit():
+    with pytest.raises(errors.InvalidOptionError, match=r"finite number of seconds \(use None for no limit\)"):
+        optional_timeout("timeout", INF)
+
+
+@pytest.mark.parametrize("value", [NAN, INF, -INF, -MAX_DURATION * 2])
+def test_a_signed_duration_refuses_what_is_not_finite_or_out_of_range(value):
+    with pytest.raises(errors.InvalidOptionError, match="^older_than "):
+        duration("older_than", value, allow_zero=True, allow_negative=True)
+
+
+@pytest.mark.parametrize("value", [-1, -0.5, 0, 1800])
+def test_a_signed_duration_keeps_a_negative_meaning_none(value):
+    assert duration("older_than", value, allow_zero=True, allow_negative=True) == value
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"connect_timeout": INF},
+        {"connect_timeout": 0},
+        {"reconnect_time_wait": NAN},
+        {"reconnect_time_wait": -1},
+        {"ping_interval": -INF},
+        {"drain_timeout": "30"},
+        {"flush_timeout": INF},
+    ],
+)
+def test_connect_durations_refuses_what_nats_py_would_wait_on_forever_or_choke_on(given):
+    with pytest.raises(errors.InvalidOptionError, match=next(iter(given))):
+        options.connect_durations(given)
+
+
+def test_connect_durations_accepts_finite_values_and_none_for_flush_timeout():
+    options.connect_durations(
+        {"connect_timeout": 2, "reconnect_time_wait": 0, "ping_interval": 120, "drain_timeout": 30.5, "flush_timeout": None}
+    )
+
+
+@pytest.mark.parametrize("text", ["inf", "-inf", "nan", "Infinity", "-5", "0", "soon", ""])
+def test_duration_text_refuses_what_is_not_a_finite_positive_number(text):
+    with pytest.raises(errors.InvalidOptionError, match="^fetchTimeout "):
+        options.duration_text("fetchTimeout", text, 10.0)
+
+
+def test_duration_text_reads_seconds_or_gives_the_default():
+    assert options.duration_text("fetchTimeout", "2.5", 10.0) == 2.5
+    assert options.duration_text("fetchTimeout", None, 10.0) == 10.0
+
+
 # subject
 
 
@@ -308,6 +358,30 @@ def test_control_line_accepts_lines_up_to_the_limit():
 def test_control_line_rejects_lines_over_max_control_line(subj, reply, limit):
     with pytest.raises(errors.InvalidOptionError, match=f"max_control_line of {limit}"):
         control_line(subj, reply, max_control_line=limit)
+
+
+def test_reply_room_is_the_longest_request_inbox_nats_py_makes():
+    # <prefix>.<nuid>.<nuid + 2 random bytes in hex>
+    assert options.reply_room() == len("_INBOX.") + 22 + 1 + 26
+    assert options.reply_room("my.inbox") == len("my.inbox.") + 22 + 1 + 26
+
+
+def test_control_line_counts_the_reply_inbox_made_later():
+    subj = "a" * (MAX_CONTROL_LINE - _arg_len("") - 1 - options.reply_room())
+    control_line(subj, reply_room=options.reply_room())
+    with pytest.raises(errors.InvalidOptionError, match="reply inbox"):
+        control_line(subj + "a", reply_room=options.reply_room())
+
+
+@pytest.mark.parametrize("value", ["my.inbox", b"my.inbox", "_INBOX", "i" * 255])
+def test_inbox_prefix_accepts_a_plain_subject_of_up_to_255_bytes(value):
+    assert options.inbox_prefix(value) == (value.decode() if isinstance(value, bytes) else value)
+
+
+@pytest.mark.parametrize("value", ["", "a b", "in.*", "in.>", "in..x", "in.", "i" * 256, 5, None])
+def test_inbox_prefix_refuses_what_would_make_bad_or_overlong_inboxes(value):
+    with pytest.raises(errors.InvalidOptionError, match="inbox_prefix"):
+        options.inbox_prefix(value)
 
 
 @pytest.mark.parametrize("subj, reply", [(None, ""), (b"foo", ""), ("foo", 1)])
