@@ -10,6 +10,6 @@ import os
 from setuptools import Extension, setup
 
 ext = [] if os.environ.get("JETSTREAM_SYNC_NO_EXT") else [
-    Extension("jetstream_sync._speedups", ["jetstream_sync/_speedups.c"], optional=True)
+    Extension("jetstream_sync._core._speedups", ["jetstream_sync/_speedups.c"], optional=True)
 ]
 setup(ext_modules=ext)

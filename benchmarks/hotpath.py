@@ -18,8 +18,8 @@ from typing import List
 from _common import start_server
 
 import jetstream_sync as jss
-from jetstream_sync._pull import PullEngine
-from jetstream_sync._receiver import Receiver
+from jetstream_sync._engines.pull import PullEngine
+from jetstream_sync._engines.receiver import Receiver
 from jetstream_sync.options import consume_options
 
 

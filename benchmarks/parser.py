@@ -16,7 +16,7 @@ from typing import Any, Callable, List
 
 from nats.protocol.parser import Parser
 
-from jetstream_sync._wire import FastParser
+from jetstream_sync._core.wire import FastParser
 
 
 class _Sink:

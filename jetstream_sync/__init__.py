@@ -3,10 +3,10 @@
 Importing the package starts no thread and imports no pyspark.
 """
 
-from ._shared import close_shared_clients, shared_client
-from ._signals import install_signal_handlers
+from .worker.shared import close_shared_clients, shared_client
+from .worker.signals import install_signal_handlers
 from .client import Client, Subscription, connect
-from ._push import PushStats
+from ._engines.push import PushStats
 from .consumer import BaseConsumer, Consumer, PullConsumer
 from .contexts import ConsumeContext, FetchResult, MessagesContext, PullStats
 from .errors import (
@@ -47,7 +47,7 @@ from .errors import (
     TimeoutError,
 )
 from .jetstream import JetStream
-from .message import Metadata, Msg, SequencePair
+from ._core.message import Metadata, Msg, SequencePair
 from .models import (
     AccountInfo,
     AckPolicy,
@@ -69,7 +69,7 @@ from .ordered import OrderedConsumer
 from .push import PushConsumer
 from .stream import Stream
 from .subscribe import PullSubscription, PushSubscription
-from .worker import Worker, WorkerStats, run_worker
+from .worker.runner import Worker, WorkerStats, run_worker
 
 from .errors import (
     BadBucketError,
@@ -83,7 +83,7 @@ from .errors import (
     KeyValueError,
     KeyWrongLastSequenceError,
 )
-from .kv import KeyValue, KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus, KeyWatcher
+from .kv.bucket import KeyValue, KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus, KeyWatcher
 # object store (ADR-20)
 from .errors import (
     BadObjectMetaError,
@@ -98,7 +98,7 @@ from .errors import (
     ObjectStoreExistsError,
     ObjectStoreNotFoundError,
 )
-from .object_store import (
+from .object_store.store import (
     ObjectInfo,
     ObjectLink,
     ObjectMeta,

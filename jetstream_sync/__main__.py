@@ -16,11 +16,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("       jetstream-sync worker module:handler --stream S --consumer C [--server URL] ... (worker -h)")
         return 0 if args else 2
     if args[0] == "demo":
-        from ._demo import main as command
+        from ._tools.demo import main as command
     elif args[0] == "bench":
-        from ._bench import main as command
+        from ._tools.bench import main as command
     elif args[0] == "worker":
-        from ._worker_cli import main as command
+        from .worker.cli import main as command
     else:
         print(f"unknown command {args[0]!r}; try: jetstream-sync demo, bench or worker", file=sys.stderr)
         return 2

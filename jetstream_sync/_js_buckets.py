@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any, List, Optional, Union, cast
 
 if TYPE_CHECKING:  # pragma: no cover
     from .jetstream import JetStream
-    from .kv import KeyValue, KeyValueConfig, KeyValueStatus
-    from .object_store import ObjectStore, ObjectStoreConfig, ObjectStoreStatus
+    from .kv.bucket import KeyValue, KeyValueConfig, KeyValueStatus
+    from .object_store.store import ObjectStore, ObjectStoreConfig, ObjectStoreStatus
 
 
 class Buckets:
@@ -29,7 +29,7 @@ class Buckets:
         ``description``, ``republish``, ``placement``, ``compression=False``,
         ``limit_marker_ttl=None`` seconds, ``metadata``). Idempotent for the
         same configuration; BucketExistsError for another one."""
-        from . import _kv_bucket as kv
+        from .kv import manage as kv
 
         return kv.upsert_bucket(self._js, bucket, config, fields, "create")
 
@@ -37,7 +37,7 @@ class Buckets:
         self, bucket: Union[str, "KeyValueConfig", None] = None, config: Optional["KeyValueConfig"] = None, **fields: Any
     ) -> "KeyValue":
         """Replace a bucket's configuration (fields as :meth:`create_key_value`); BucketNotFoundError."""
-        from . import _kv_bucket as kv
+        from .kv import manage as kv
 
         return kv.upsert_bucket(self._js, bucket, config, fields, "update")
 
@@ -45,31 +45,31 @@ class Buckets:
         self, bucket: Union[str, "KeyValueConfig", None] = None, config: Optional["KeyValueConfig"] = None, **fields: Any
     ) -> "KeyValue":
         """Update a bucket, or create it when there is none (fields as :meth:`create_key_value`)."""
-        from . import _kv_bucket as kv
+        from .kv import manage as kv
 
         return kv.upsert_bucket(self._js, bucket, config, fields, "")
 
     def key_value(self, bucket: str) -> "KeyValue":
         """A handle on an existing bucket; BucketNotFoundError, BadBucketError."""
-        from . import _kv_bucket as kv
+        from .kv import manage as kv
 
         return kv.open_bucket(self._js, bucket)
 
     def delete_key_value(self, bucket: str) -> None:
         """Delete a bucket and all its keys; BucketNotFoundError."""
-        from . import _kv_bucket as kv
+        from .kv import manage as kv
 
         kv.delete_bucket(self._js, bucket)
 
     def key_value_names(self) -> List[str]:
         """Names of all buckets."""
-        from . import _kv_bucket as kv
+        from .kv import manage as kv
 
         return kv.bucket_names(self._js)
 
     def key_value_buckets(self) -> List["KeyValueStatus"]:
         """Status of every bucket."""
-        from . import _kv_bucket as kv
+        from .kv import manage as kv
 
         return kv.bucket_statuses(self._js)
 
@@ -84,8 +84,8 @@ class Buckets:
         ``ttl`` (seconds), ``max_bytes``, ``storage`` ("file"), ``replicas``
         (1), ``placement``, ``compression`` (False), ``metadata``. The same
         config again is a no-op; another raises ObjectStoreExistsError."""
-        from . import object_store as obs
-        from ._object import store_config
+        from .object_store import store as obs
+        from .object_store.model import store_config
 
         return obs.upsert(self._js, store_config(config, bucket, fields), "create")
 
@@ -95,8 +95,8 @@ class Buckets:
     ) -> "ObjectStore":  # fmt: skip
         """Replace an object store's config (fields left out get their
         defaults); ObjectStoreNotFoundError if it does not exist."""
-        from . import object_store as obs
-        from ._object import store_config
+        from .object_store import store as obs
+        from .object_store.model import store_config
 
         return obs.upsert(self._js, store_config(config, bucket, fields), "update")
 
@@ -104,30 +104,30 @@ class Buckets:
         self, bucket: Union[str, "ObjectStoreConfig", None] = None, config: Optional["ObjectStoreConfig"] = None,
         **fields: Any,
     ) -> "ObjectStore":  # fmt: skip
-        from . import object_store as obs
-        from ._object import store_config
+        from .object_store import store as obs
+        from .object_store.model import store_config
 
         return obs.upsert(self._js, store_config(config, bucket, fields), "")
 
     def object_store(self, bucket: str) -> "ObjectStore":
         """A handle on an existing object store; ObjectStoreNotFoundError otherwise."""
-        from . import object_store as obs
+        from .object_store import store as obs
 
         return obs.bind(self._js, bucket)
 
     def delete_object_store(self, bucket: str) -> None:
         """Delete an object store and every object in it."""
-        from . import object_store as obs
+        from .object_store import store as obs
 
         obs.delete(self._js, bucket)
 
     def object_store_names(self) -> List[str]:
-        from . import object_store as obs
+        from .object_store import store as obs
 
         return obs.names(self._js)
 
     def object_stores(self) -> List["ObjectStoreStatus"]:
         """The status of every object store."""
-        from . import object_store as obs
+        from .object_store import store as obs
 
         return obs.statuses(self._js)

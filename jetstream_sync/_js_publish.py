@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Un
 from nats.nuid import NUID
 
 from . import errors, options
-from ._publish import check_publish, known_subject, publish_headers
+from ._core.publish import check_publish, known_subject, publish_headers
 from .options import as_bytes
 from .models import PubAck, StoredMsg
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._connection import Connection
+    from ._core.connection import Connection
 
 MAX_BATCH = 1000  # messages per atomic batch (the server's default limit, ADR-50)
 BatchItem = Union[Tuple[str, Union[bytes, str]], Tuple[str, Union[bytes, str], Optional[Dict[str, str]]]]

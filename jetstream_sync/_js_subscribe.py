@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union, cast
 
 from . import errors
-from .message import Msg
+from ._core.message import Msg
 from .models import ConsumerConfig, DeliverPolicy
 
 if TYPE_CHECKING:  # pragma: no cover

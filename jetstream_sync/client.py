@@ -14,8 +14,8 @@ from nats.aio.client import Client as _NatsClient
 
 from . import errors, options
 from .options import as_bytes
-from ._connection import Connection, Resource
-from .message import Msg, WireMsg
+from ._core.connection import Connection, Resource
+from ._core.message import Msg, WireMsg
 
 if TYPE_CHECKING:  # pragma: no cover
     from .jetstream import JetStream

@@ -8,10 +8,10 @@ import functools
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Union
 
 from . import errors, options
-from ._engine import PinId
-from ._pull import FetchEngine, PullTarget
+from ._engines.engine import PinId
+from ._engines.pull import FetchEngine, PullTarget
 from .contexts import ConsumeContext, FetchResult, MessagesContext
-from .message import Msg
+from ._core.message import Msg
 from .models import AckPolicy, ConsumerInfo, ConsumerPauseResponse, ConsumerResetResponse
 from .options import (
     CONSUME_OPTION_NAMES,

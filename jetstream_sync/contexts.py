@@ -10,13 +10,13 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Generator, List, Optional, Type
 
 from . import errors, options
-from ._pull import FetchEngine, PullEngine, PullTarget
-from ._receiver import Exhausted, PullStats, Receiver
-from .message import Msg
+from ._engines.pull import FetchEngine, PullEngine, PullTarget
+from ._engines.receiver import Exhausted, PullStats, Receiver
+from ._core.message import Msg
 from .options import FetchOptions
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._connection import Connection
+    from ._core.connection import Connection
 
 __all__ = ["MessagesContext", "ConsumeContext", "FetchResult", "PullStats"]
 

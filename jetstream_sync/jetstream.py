@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple, Ty
 import nats.errors as _nerr
 from nats.nuid import NUID
 
-from . import _direct, errors, options
+from ._core import direct as _direct
+from . import errors, options
 from ._js_buckets import Buckets
 from ._js_publish import Publishing
 from ._js_subscribe import Subscribing
-from .message import parse_header_block
+from ._core.message import parse_header_block
 from .models import (
     AccountInfo,
     AckPolicy,
@@ -40,7 +41,7 @@ from .models import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._connection import Connection
+    from ._core.connection import Connection
     from .client import Client
     from .consumer import Consumer
     from .ordered import OrderedConsumer

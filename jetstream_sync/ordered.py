@@ -9,10 +9,10 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, TypeVar, Union
 
 from . import errors, options
-from ._ordered import OrderedFetchEngine, OrderedPullEngine, OrderedReceiver, OrderedState, start_time
-from ._receiver import Receiver
+from ._engines.ordered import OrderedFetchEngine, OrderedPullEngine, OrderedReceiver, OrderedState, start_time
+from ._engines.receiver import Receiver
 from .contexts import ConsumeContext, FetchResult, MessagesContext
-from .message import Msg
+from ._core.message import Msg
 from .models import ConsumerConfig, ConsumerInfo, DeliverPolicy, ReplayPolicy
 from .options import consume_options_from, fetch_options
 

@@ -8,10 +8,10 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, TypeVar
 
 from . import errors, options
-from ._push import PushEngine, PushTarget
+from ._engines.push import PushEngine, PushTarget
 from .consumer import BaseConsumer
 from .contexts import ConsumeContext, MessagesContext
-from .message import Msg
+from ._core.message import Msg
 from .options import PushOptions, push_options
 from .options import handler as check_handler
 

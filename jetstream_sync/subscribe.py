@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional
 
 from . import errors, options
-from .message import Msg
+from ._core.message import Msg
 from .models import AckPolicy, ConsumerConfig, ConsumerInfo
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -9,7 +9,7 @@ from typing import Iterator
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync._server import NatsServer
+from jetstream_sync._tools.server import NatsServer
 
 from .helpers import Cluster, wait_until
 

@@ -113,7 +113,7 @@ class Cluster:
     """Three JetStream servers routed together on loopback ports."""
 
     def __init__(self, size: int = 3):
-        from jetstream_sync._server import NatsServer, free_port
+        from jetstream_sync._tools.server import NatsServer, free_port
 
         ports = [free_port() for _ in range(size)]
         routes = ",".join(f"nats://127.0.0.1:{p}" for p in ports)

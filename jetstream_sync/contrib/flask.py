@@ -17,7 +17,7 @@ import click
 from flask import Flask, current_app
 from flask.cli import with_appcontext
 
-from .._worker_cli import OPTIONS, UsageError, build_worker
+from ..worker.cli import OPTIONS, UsageError, build_worker
 
 __all__ = ["worker_command", "init_app"]
 

@@ -55,7 +55,7 @@ def test_demo_against_a_down_server_says_so_in_one_line():
 def test_progress_bar_writes_its_last_line_once():
     import io
 
-    from jetstream_sync._demo import Progress
+    from jetstream_sync._tools.demo import Progress
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -317,7 +317,7 @@ def test_statuses_never_reach_the_user(js, subj, cons):
 
 def test_works_without_the_fast_paths(monkeypatch, server, stream):
     """If nats-py's internals change, the public nats-py API is used instead."""
-    monkeypatch.setattr("jetstream_sync._connection.supported", lambda nc: False)
+    monkeypatch.setattr("jetstream_sync._core.connection.supported", lambda nc: False)
     plain = jss.connect(server.url)
     try:
         assert not plain._conn.fast

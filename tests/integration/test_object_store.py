@@ -260,7 +260,7 @@ def test_many_files_then_seal(obs):
         with open(path, "rb") as f:
             obs.put(path.name, f)
     obs.seal()
-    assert obs.get_bytes("object_store.py") == (PKG / "object_store.py").read_bytes()
+    assert obs.get_bytes("client.py") == (PKG / "client.py").read_bytes()
     assert sorted(i.name for i in obs.list()) == sorted(p.name for p in files)
 
 

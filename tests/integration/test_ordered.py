@@ -11,7 +11,7 @@ import time
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync import _ordered
+from jetstream_sync._engines import ordered as _ordered
 
 from ..helpers import Bounded, wait_blocked, wait_until
 

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync._push import PushEngine
+from jetstream_sync._engines.push import PushEngine
 
 from ..helpers import publish, wait_until
 

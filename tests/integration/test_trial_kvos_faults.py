@@ -14,8 +14,8 @@ import threading
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync import object_store as object_store_module
-from jetstream_sync._server import NatsServer
+from jetstream_sync.object_store import store as object_store_module
+from jetstream_sync._tools.server import NatsServer
 
 from ..helpers import Bounded, wait_blocked, wait_until
 

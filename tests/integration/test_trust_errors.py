@@ -22,7 +22,7 @@ import time
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync._server import NatsServer, free_port
+from jetstream_sync._tools.server import NatsServer, free_port
 
 from ..helpers import publish, wait_until
 

@@ -18,7 +18,7 @@ import pytest
 
 import jetstream_sync as jss
 from jetstream_sync.__main__ import main as cli_main
-from jetstream_sync._server import NatsServer
+from jetstream_sync._tools.server import NatsServer
 
 from ..helpers import publish, wait_until
 
@@ -662,7 +662,7 @@ def test_a_signal_the_parent_ignores_stays_ignored(server, js, stream, subj, con
 
 
 def test_framework_settings_of_the_wrong_shape_are_usage_errors():
-    from jetstream_sync._worker_cli import UsageError, build_worker
+    from jetstream_sync.worker.cli import UsageError, build_worker
 
     values = {"handler": "os:getpid", "stream": "S", "consumer": "C", "server": None}
     with pytest.raises(UsageError, match="connect options setting must be a mapping, got list"):

@@ -8,9 +8,10 @@ import datetime
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync import _kv_bucket, errors, options
-from jetstream_sync.kv import KeyValueOp, KeyWatcher, operation_of
-from jetstream_sync.message import Msg
+from jetstream_sync.kv import manage as _kv_bucket
+from jetstream_sync import errors, options
+from jetstream_sync.kv.bucket import KeyValueOp, KeyWatcher, operation_of
+from jetstream_sync._core.message import Msg
 from jetstream_sync.models import StreamInfo
 
 GOOD_KEYS = ["a", "a.b", "A-Z_0=9/x", "foo.bar.baz", "=", "-"]
@@ -223,7 +224,7 @@ def test_stop_ends_iteration():
 def test_writes_go_through_an_imported_api_prefix_but_not_a_domain(api, put_pre):
     from types import SimpleNamespace
 
-    from jetstream_sync.kv import KeyValue
+    from jetstream_sync.kv.bucket import KeyValue
 
     info = SimpleNamespace(config=SimpleNamespace(name="KV_B", allow_direct=True))
     kv = KeyValue(SimpleNamespace(api_prefix=api), info)

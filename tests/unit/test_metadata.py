@@ -5,7 +5,7 @@ import datetime
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync.message import Msg, parse_metadata
+from jetstream_sync._core.message import Msg, parse_metadata
 
 TS = 1_700_000_000_123_456_789  # ns
 

@@ -10,7 +10,7 @@ import json
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync import _object as obj
+from jetstream_sync.object_store import model as obj
 from jetstream_sync import options
 from jetstream_sync.models import StreamConfig
 

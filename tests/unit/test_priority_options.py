@@ -7,7 +7,7 @@ import json
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync.message import WireMsg, pin_id
+from jetstream_sync._core.message import WireMsg, pin_id
 from jetstream_sync.models import ConsumerConfig, ConsumerPauseResponse, ConsumerResetResponse
 from jetstream_sync.options import (
     PriorityOptions,

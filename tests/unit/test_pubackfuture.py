@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from jetstream_sync._publisher import PubAckFuture
+from jetstream_sync._core.publisher import PubAckFuture
 
 
 class Publisher:

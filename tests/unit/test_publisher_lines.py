@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from jetstream_sync import _publisher
-from jetstream_sync._publisher import PubAckFuture, _command, parse_puback, plain_puback
-from jetstream_sync._wire import load_speedups
+from jetstream_sync._core import publisher as _publisher
+from jetstream_sync._core.publisher import PubAckFuture, _command, parse_puback, plain_puback
+from jetstream_sync._core.wire import load_speedups
 
 SPEEDUPS = load_speedups()
 needs_c = pytest.mark.skipif(SPEEDUPS is None, reason="the C accelerator is not built here")

@@ -8,9 +8,9 @@ from typing import Any, List, Tuple
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync._push import PushEngine, PushTarget, _FlowControl
-from jetstream_sync._receiver import Receiver
-from jetstream_sync.message import WireMsg, consumer_sequence
+from jetstream_sync._engines.push import PushEngine, PushTarget, _FlowControl
+from jetstream_sync._engines.receiver import Receiver
+from jetstream_sync._core.message import WireMsg, consumer_sequence
 from jetstream_sync.options import PushOptions, push_options
 
 # -- options ---------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ssl
 
-from jetstream_sync._shared import settings_key
+from jetstream_sync.worker.shared import settings_key
 
 
 def test_equal_settings_give_equal_keys_whatever_the_keyword_order():

@@ -37,7 +37,7 @@ def test_every_revealed_type_along_the_tour_is_concrete(mypy_run: subprocess.Com
     # Spot checks that the package was resolved, not stubbed out.
     assert revealed[min(expected)] == "jetstream_sync.client.Client"
     assert "jetstream_sync.models.PubAck" in revealed.values()
-    assert "jetstream_sync.message.Msg" in revealed.values()
+    assert "jetstream_sync._core.message.Msg" in revealed.values()
 
 
 def test_the_script_passes_mypy_strict(mypy_run: subprocess.CompletedProcess[str]) -> None:

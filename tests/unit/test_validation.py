@@ -282,7 +282,7 @@ def test_header_block_builds_nats_1_0_block(headers, expected):
 
 
 def test_header_block_round_trips_through_the_parser():
-    from jetstream_sync.message import parse_header_block
+    from jetstream_sync._core.message import parse_header_block
 
     headers = {"Nats-Msg-Id": "id-1", "Nats-Expected-Stream": "ORDERS", "X-Text": "grüße"}
     assert parse_header_block(header_block(headers)) == headers

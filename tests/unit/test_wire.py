@@ -6,9 +6,9 @@ import random
 
 import pytest
 
-from jetstream_sync import _wire
-from jetstream_sync._wire import FastParser, pub_command
-from jetstream_sync.message import Msg, WireMsg
+from jetstream_sync._core import wire as _wire
+from jetstream_sync._core.wire import FastParser, pub_command
+from jetstream_sync._core.message import Msg, WireMsg
 
 C_SCAN = _wire.load_speedups()
 

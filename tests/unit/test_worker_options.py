@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from jetstream_sync._worker_cli import UsageError, load_handler, resolve_servers
+from jetstream_sync.worker.cli import UsageError, load_handler, resolve_servers
 
 
 def test_importing_the_package_imports_no_framework():
@@ -39,7 +39,7 @@ def test_a_handler_is_found_by_module_and_dotted_attribute():
 
 
 def test_help_says_how_the_worker_stops_and_its_exit_statuses(capsys):
-    from jetstream_sync._worker_cli import main
+    from jetstream_sync.worker.cli import main
 
     assert main(["--help"]) == 0
     out = " ".join(capsys.readouterr().out.split())

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections, connections
 
-from jetstream_sync._worker_cli import UsageError, add_arguments, build_worker
+from jetstream_sync.worker.cli import UsageError, add_arguments, build_worker
 
 SETTING_KEYS = ("servers", "connect_options")
 

@@ -1,0 +1,567 @@
+"""The async publisher behind ``JetStream.publish_async``: one per connection,
+a bounded window of pipelined publishes whose futures always resolve."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import concurrent.futures._base as _futures_base
+import json
+import re
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Tuple, cast
+
+from .. import errors, options
+from .wire import Batcher, load_speedups, subject_covers, translate
+from ..models import PubAck
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .connection import Connection
+
+__all__ = ["AsyncPublisher", "PubAckFuture", "parse_puback", "RETRY_ATTEMPTS", "RETRY_WAIT"]
+
+# ADR-22: retry a publish that met "no responders" (stream leader moving,
+# server restarting) a couple of times before failing.
+RETRY_ATTEMPTS = 2
+RETRY_WAIT = 0.25
+DEFAULT_MAX_PENDING = 4000
+_SWEEP_INTERVAL = 0.1
+_STARVED = 1024  # queued publishes behind an unsent batch, then the publisher steps aside
+_STEP_ASIDE = 0.05  # at most this long
+_PENDING, _FINISHED = _futures_base.PENDING, _futures_base.FINISHED
+
+
+_PLAIN_ACK = re.compile(rb'\{"stream":"([^"\\]+)",\s*"seq":(\d+)\}\s*')
+
+
+_NAMES: Dict[bytes, str] = {}  # stream names as received -> str (a few per process)
+
+
+def plain_puback(data: bytes) -> Optional[Tuple[bytes, int]]:
+    """(stream, seq) of the usual acknowledgement, else None (the C accelerator's
+    ``puback`` does the same)."""
+    plain = _PLAIN_ACK.fullmatch(data)
+    if plain is None:
+        return None
+    stream, seq = plain.groups()
+    return stream, int(seq)
+
+
+def parse_puback(data: bytes, plain_of: Callable[[bytes], Optional[Tuple[bytes, int]]] = plain_puback) -> PubAck:
+    plain = plain_of(data)
+    if plain is not None:  # the usual reply, without a JSON parse
+        stream, seq = plain
+        name = _NAMES.get(stream)
+        if name is None:
+            name = stream.decode()
+            if len(_NAMES) < 256:
+                _NAMES[stream] = name
+        return PubAck(name, seq)
+    try:
+        resp = json.loads(data)
+    except ValueError:
+        raise errors.JetStreamError(f"invalid publish acknowledgement: {data[:100]!r}") from None
+    if "error" in resp:
+        raise errors.APIError.from_error(resp["error"])
+    return PubAck.from_response(resp)
+
+
+_COND_LOCK = threading.Lock()
+
+
+class PubAckFuture(concurrent.futures.Future[PubAck]):
+    """A ``concurrent.futures.Future`` of a PubAck.
+
+    Its condition variable is made only when something waits on it (most
+    results are read after they are set), and asking for the result sends
+    queued publishes at once instead of at the next batch or tick.
+
+    It is also the publisher's record of the publish it stands for (one
+    object per publish, not two): subject, payload, headers and header
+    block, deadline and retries; the payload is let go once it is resolved.
+    """
+
+    def __init__(
+        self,
+        publisher: "AsyncPublisher",
+        subject: str = "",
+        data: bytes = b"",
+        headers: Optional[Dict[str, str]] = None,
+        hdr: bytes = b"",
+        deadline: float = 0.0,
+    ) -> None:
+        self._subject = subject
+        self._data = data
+        self._headers = headers
+        self._hdr = hdr  # the header block, built and checked in the caller's thread
+        self._deadline = deadline
+        self._attempt = 0
+        # Future.__init__ minus the Condition, which _condition makes on demand.
+        self._cond: Optional[threading.Condition] = None
+        self._state = _PENDING
+        self._result = None
+        self._exception: Optional[BaseException] = None
+        # Future's two lists, made on first use too: every GC-tracked object a
+        # publish allocates costs the collector's time while results pile up.
+        self._waiter_list: Optional[List[Any]] = None
+        self._callback_list: Optional[List[Callable[["concurrent.futures.Future[PubAck]"], object]]] = None
+        self._publisher = publisher
+
+    # Future's methods read and append to these; made under _condition when
+    # waiters or callbacks are added (the paths that make them hold it).
+    @property
+    def _waiters(self) -> List[Any]:  # type: ignore[override]  # Future's attribute, read-only here
+        waiters = self._waiter_list
+        if waiters is None:
+            waiters = self._waiter_list = []
+        return waiters
+
+    @property
+    def _done_callbacks(self) -> List[Callable[["concurrent.futures.Future[PubAck]"], object]]:
+        callbacks = self._callback_list
+        if callbacks is None:
+            callbacks = self._callback_list = []
+        return callbacks
+
+    @property
+    def _condition(self) -> threading.Condition:
+        cond = self._cond
+        if cond is None:
+            with _COND_LOCK:
+                cond = self._cond
+                if cond is None:
+                    cond = self._cond = threading.Condition()
+        return cond
+
+    @_condition.setter
+    def _condition(self, cond: threading.Condition) -> None:  # Future's is an attribute; nothing sets it here
+        self._cond = cond
+
+    def _finish_unwatched(self, result: Any, exception: Optional[BaseException]) -> bool:
+        """Resolve without the Condition if nobody has asked for it yet."""
+        if self._cond is not None:
+            return False
+        with _COND_LOCK:
+            if self._cond is not None:
+                return False
+            if self._state != _PENDING:  # pragma: no cover - cancel() makes the Condition
+                raise concurrent.futures.InvalidStateError(f"{self._state}: {self!r}")
+            self._result = result
+            self._exception = exception
+            self._state = _FINISHED
+        if self._callback_list:
+            self._invoke_callbacks()  # type: ignore[attr-defined]  # Future's private method, not in typeshed
+        return True
+
+    def set_result(self, result: Any) -> None:
+        if not self._finish_unwatched(result, None):
+            super().set_result(result)
+
+    def set_exception(self, exception: Optional[BaseException]) -> None:
+        if not self._finish_unwatched(None, exception):
+            super().set_exception(exception)
+
+    def result(self, timeout: Optional[float] = None) -> PubAck:
+        if timeout is not None:
+            options.optional_timeout("timeout", timeout)
+        if self._state == _FINISHED:
+            if self._exception is not None:
+                raise self._exception
+            return cast(PubAck, self._result)  # finished without an exception: a PubAck was set
+        self._before_wait()
+        return super().result(timeout)
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        if timeout is not None:
+            options.optional_timeout("timeout", timeout)
+        if self._state == _FINISHED:
+            return self._exception
+        self._before_wait()
+        return super().exception(timeout)
+
+    def _before_wait(self) -> None:
+        # The loop thread resolves this future: waiting on it there never ends.
+        self._publisher.check_not_loop_thread()
+        self._publisher.kick_quietly()
+
+
+class AsyncPublisher(Batcher):
+    """Pipelined JetStream publishes with a bounded window; one per connection.
+
+    User threads queue publishes (blocking only while ``max_pending`` are in
+    flight, each caller at most its own timeout). The loop thread is not
+    woken per call: queued publishes go out per ``BATCH``, when a caller
+    waits (a result, the window, completion), or after ``DELAY`` seconds.
+    They are sent with replies on one wildcard inbox, and each Future is
+    resolved with its PubAck or an error — also when the connection closes.
+
+    Threads: ``_queue`` (a deque) is appended by user threads and drained by
+    the loop; ``_submitted`` / ``_closed`` change under ``_cond``;
+    ``_completed`` and ``_inflight`` belong to the loop thread (and to
+    :meth:`fail_all` once the loop has stopped).
+    """
+
+    BATCH = 64
+    DELAY = 0.002
+
+    def __init__(
+        self,
+        conn: "Connection",
+        max_pending: int = DEFAULT_MAX_PENDING,
+        make_reply: Optional[Callable[[bytes, bytes, bytes, Any, Optional[bytes]], Any]] = None,
+    ) -> None:
+        super().__init__(conn)
+        # None: JetStream publishes, resolved with PubAcks (503 retried, ADR-22).
+        # Else core requests, resolved with make_reply(subject, reply, data, conn, headers).
+        self._make_reply = make_reply
+        self._awaited = "publish acknowledgement" if make_reply is None else "reply"
+        self._max = self._check_max(max_pending)
+        self._inflight: Dict[bytes, PubAckFuture] = {}
+        self._prefix = b""
+        self._sid: Optional[int] = None
+        self._sweep_handle: Optional[asyncio.TimerHandle] = None
+        self._next_id = 0
+        self._submitted = 0
+        self._completed = 0
+        self._closed = False
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)  # entered as _lock where nobody waits (no Python-level __enter__)
+        self._waiters = 0
+        self._setup_lock = threading.Lock()
+        self._sent = threading.Event()  # set by each send of the queue (see queued())
+        speedups = load_speedups()
+        # The C accelerator's batch send and PubAck reader, where it is built.
+        self._pub_batch = speedups.pub_batch if speedups is not None else None
+        self._plain_of = speedups.puback if speedups is not None else plain_puback
+        conn.add_listener("closed", self._on_closed)
+
+    @staticmethod
+    def _check_max(max_pending: Any) -> int:
+        if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
+            raise errors.InvalidOptionError(f"max_pending must be an integer >= 1, got {max_pending!r}")
+        return max_pending
+
+    @property
+    def max_pending(self) -> int:
+        return self._max
+
+    def set_max_pending(self, max_pending: int) -> None:
+        """Resize the window (any time; a smaller window applies to later calls)."""
+        with self._cond:
+            self._max = self._check_max(max_pending)
+            self._cond.notify_all()
+
+    @property
+    def pending(self) -> int:
+        """Publishes queued or awaiting their PubAck."""
+        return self._submitted - self._completed
+
+    def check_not_loop_thread(self) -> None:
+        if self.conn.loop_thread.in_loop_thread():
+            raise errors.DeadlockError(
+                "waiting for a publish acknowledgement or reply on the client's event-loop thread "
+                "(for example inside an asyncio callback) would deadlock"
+            )
+
+    def queued(self) -> None:
+        """After an append. A thread publishing without pause keeps the GIL,
+        and the loop thread it woke to send waits for it up to the switch
+        interval (5 ms) while the server has nothing to do. So each time
+        another _STARVED publishes wait behind a send the loop has not yet made,
+        step aside until it has (bounded: the loop may be busy otherwise)."""
+        queued = len(self._queue)
+        if queued and not queued % _STARVED and self._scheduled and not self._lt.in_loop_thread():
+            sent = self._sent
+            sent.clear()
+            if self._scheduled:  # the loop clears it before it sends, then sets ``sent``
+                sent.wait(_STEP_ASIDE)
+        super().queued()
+
+    def _send_now(self) -> None:
+        super()._send_now()
+        self._sent.set()
+
+    def kick_quietly(self) -> None:
+        """kick(), but a closed or forked connection is not the caller's error here."""
+        try:
+            self.kick()
+        except errors.JetStreamError:
+            pass
+
+    def publish(
+        self,
+        subject: str,
+        data: bytes,
+        headers: Optional[Dict[str, str]],
+        hdr: bytes,
+        timeout: float,
+        now: bool = False,
+    ) -> "concurrent.futures.Future[PubAck]":
+        """Queue one publish (the caller has checked the connection and the
+        arguments). ``now``: the caller is about to wait for it, so send it at
+        once (one wake-up of the loop, not a timer and then a kick)."""
+        if self._sid is None:
+            self._setup()
+        deadline = time.monotonic() + timeout
+        future = entry = PubAckFuture(self, subject, data, headers, hdr, deadline)
+        with self._lock:
+            if self._submitted - self._completed >= self._max:
+                self.kick_quietly()
+                self._waiters += 1
+                try:
+                    ok = self._cond.wait_for(
+                        lambda: self._closed or self._submitted - self._completed < self._max,
+                        deadline - time.monotonic(),
+                    )
+                finally:
+                    self._waiters -= 1
+                if not ok:
+                    raise errors.TimeoutError(
+                        f"publish_async window ({self._max}) full for {timeout}s: acks are not coming back"
+                    )
+            if self._closed:
+                raise errors.ConnectionClosedError("the client is closed")
+            self._submitted += 1
+            self._queue.append(entry)
+        try:
+            if now:
+                self.kick()
+            else:
+                self.queued()
+        except errors.JetStreamError as exc:  # the loop is gone: fail this one here
+            try:
+                self._queue.remove(entry)
+            except ValueError:
+                pass  # taken by the loop or by fail_all, which resolve it
+            else:
+                self._done(entry, None, exc)
+        return future
+
+    def publish_and_wait(
+        self, subject: str, data: bytes, headers: Optional[Dict[str, str]], hdr: bytes, timeout: float
+    ) -> Any:
+        """A blocking publish (or request): sent at once, behind the acks
+        queued before it; the PubAck (or reply) within ``timeout``."""
+        self.check_not_loop_thread()
+        outbox = self.conn.outbox
+        if outbox.has_queued():
+            outbox.kick()
+        future = self.publish(subject, data, headers, hdr, timeout, now=True)
+        try:
+            return future.result(timeout + 1.0)  # the sweeper fails it at its deadline first
+        except concurrent.futures.TimeoutError:
+            raise errors.TimeoutError(f"no {self._awaited} for {subject!r} within {timeout}s") from None
+
+    def wait_complete(self, timeout: Optional[float]) -> bool:
+        self.kick_quietly()
+        with self._cond:
+            self._waiters += 1
+            try:
+                return self._cond.wait_for(lambda: self._submitted == self._completed, timeout)
+            finally:
+                self._waiters -= 1
+
+    def _setup(self) -> None:
+        """The reply subscription, on first use."""
+        with self._setup_lock:
+            if self._sid is None:
+                self.conn.run(self._asetup(), 10.0)
+
+    async def _asetup(self) -> None:
+        conn = self.conn
+        prefix = conn.new_inbox() + "."
+        self._prefix = prefix.encode()
+        self._sid = await conn.subscribe(prefix + "*", self._on_reply)
+
+    # -- loop side ------------------------------------------------------------
+
+    def _send(self, queue: Deque[PubAckFuture]) -> None:
+        if self._pub_batch is not None:
+            while queue:
+                first = self._next_id + 1
+                try:
+                    commands, count, size, self._next_id, failed = self._pub_batch(
+                        queue, self._prefix, self._next_id, self._inflight
+                    )
+                except BaseException:
+                    # No memory left for the lines: what was filed times out in the sweep.
+                    self._next_id = max([self._next_id, *map(int, self._inflight)])
+                    self._arm_sweep()
+                    raise
+                if count:
+                    self._arm_sweep()
+                    if not self.conn.send_commands(commands, count, size):
+                        self._fail_unsent([b"%d" % i for i in range(first, first + count)])
+                if failed is not None:  # one it could not take: fail it, go on with the rest
+                    entry, exc = failed
+                    if entry is None:
+                        raise exc
+                    self._fail(entry, exc)
+            return
+        parts = []
+        sent = []
+        prefix = self._prefix
+        size = 0
+        while queue:
+            entry = queue.popleft()
+            token = self._track(entry)
+            sent.append(token)
+            size += len(entry._data)
+            parts.append(_command(entry, prefix + token))
+        if not self.conn.send_commands(b"".join(parts), len(parts), size):
+            self._fail_unsent(sent)
+
+    def _fail_unsent(self, tokens: List[bytes]) -> None:
+        exc = errors.ConnectionClosedError("cannot publish: the connection is closed or its buffer is full")
+        for token in tokens:
+            failed = self._inflight.pop(token, None)
+            if failed is not None:
+                self._fail(failed, exc)
+
+    def _track(self, entry: PubAckFuture) -> bytes:
+        """A reply token for ``entry``, awaiting its PubAck; arms the sweeper."""
+        self._next_id += 1
+        token = b"%d" % self._next_id
+        self._inflight[token] = entry
+        self._arm_sweep()
+        return token
+
+    def _arm_sweep(self) -> None:
+        if self._sweep_handle is None:
+            self._sweep_handle = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL, self._sweep)
+
+    async def _publish_each(self) -> None:
+        """Without the fast paths: one nats-py publish per message."""
+        nc = self.conn.nc
+        queue = self._queue
+        while queue:
+            entry = queue.popleft()
+            token = self._track(entry)
+            try:
+                if nc is None:
+                    raise errors.ConnectionClosedError("not connected")
+                await nc.publish(entry._subject, entry._data, reply=(self._prefix + token).decode(), headers=entry._headers)
+            except Exception as exc:
+                if self._inflight.pop(token, None) is not None:
+                    self._fail(entry, translate(exc))
+
+    def _on_reply(self, subject: bytes, reply: bytes, data: bytes, headers: Optional[bytes]) -> None:
+        entry = self._inflight.pop(subject[len(self._prefix) :], None)
+        if entry is None:
+            return  # timed out already
+        if not data and headers is not None and headers.startswith(b"NATS/1.0 503"):
+            self._no_responders(entry)
+            return
+        if self._make_reply is not None:
+            self._done(entry, self._make_reply(subject, reply, data, self.conn, headers), None)
+            return
+        try:
+            ack = parse_puback(data, self._plain_of)
+        except errors.JetStreamError as exc:
+            self._fail(entry, exc)
+        else:
+            self._done(entry, ack, None)
+
+    def _no_responders(self, entry: PubAckFuture) -> None:
+        if self._make_reply is not None:
+            self._fail(entry, errors.NoRespondersError(f"no responders for a request to {entry._subject!r}"))
+            return
+        if entry._attempt < RETRY_ATTEMPTS:  # ADR-22: try again shortly
+            entry._attempt += 1
+            asyncio.get_running_loop().call_later(RETRY_WAIT, self._resend, entry)
+            return
+        self._fail(entry, errors.NoRespondersError(f"no stream answered a publish to {entry._subject!r}"))
+
+    def _resend(self, entry: PubAckFuture) -> None:
+        self._queue.appendleft(entry)
+        self.kick_quietly()
+
+    def _sweep(self) -> None:
+        """Time out overdue publishes; re-armed only while some are in flight."""
+        self._sweep_handle = None
+        now = time.monotonic()
+        expired = [t for t, e in self._inflight.items() if e._deadline <= now]
+        for token in expired:
+            entry = self._inflight.pop(token)
+            self._fail(entry, errors.TimeoutError(f"no {self._awaited} for {entry._subject!r}"))
+        if self._inflight:
+            self._sweep_handle = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL, self._sweep)
+
+    def denied(self, kind: str, subject: str, err: BaseException) -> None:
+        """Loop thread: the server refused publishes to ``subject`` (or the
+        reply inbox): fail those in flight now instead of at their timeout."""
+        if kind == "subscription":
+            if not subject_covers(subject, self._prefix.decode() + "1"):
+                return
+            doomed = list(self._inflight)
+        else:
+            doomed = [t for t, e in self._inflight.items() if e._subject.lower() == subject]  # subject: lower case
+        for token in doomed:
+            entry = self._inflight.pop(token, None)
+            if entry is not None:
+                self._fail(entry, err)
+
+    def _on_closed(self) -> None:
+        self.fail_all(errors.ConnectionClosedError("connection closed before the publish was acknowledged"))
+
+    def refuse_new(self) -> None:
+        """Any thread: publish() raises ConnectionClosedError from now on."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def fail_all(self, exc: BaseException) -> None:
+        """Resolve everything queued or in flight with ``exc`` and refuse new
+        publishes (the connection is closed; the loop has stopped or is the caller)."""
+        with self._cond:
+            self._closed = True
+            pending: List[PubAckFuture] = list(self._inflight.values())
+            self._inflight.clear()
+            while self._queue:
+                pending.append(self._queue.popleft())
+            self._cond.notify_all()
+        if self._sweep_handle is not None:
+            self._sweep_handle.cancel()
+            self._sweep_handle = None
+        for entry in pending:
+            self._fail(entry, exc)
+
+    def _fail(self, entry: PubAckFuture, exc: BaseException) -> None:
+        self._done(entry, None, exc)
+
+    def _done(self, entry: PubAckFuture, ack: Any, exc: Optional[BaseException]) -> None:
+        future = entry
+        entry._data = entry._hdr = b""  # the payload is not kept as long as the future
+        entry._headers = None
+        try:
+            if exc is not None:
+                future.set_exception(exc)
+            else:
+                future.set_result(ack)
+        except concurrent.futures.InvalidStateError:  # cancelled by the user meanwhile
+            pass
+        # Only the loop thread (or fail_all once it stopped) counts completions,
+        # so no lock here; a waiter bumps _waiters before it checks _completed
+        # and this reads _waiters after the increment, so one of them sees the other.
+        self._completed += 1
+        # Wake blocked publishers once half the window is free, not per ack.
+        if self._waiters and self._submitted - self._completed <= self._max // 2:
+            with self._cond:
+                self._cond.notify_all()
+
+
+_SUBJECTS: Dict[str, bytes] = {}  # encoded subjects, for the few a program publishes to
+
+
+def _command(entry: PubAckFuture, reply: bytes) -> bytes:
+    """The PUB (or HPUB) line of a queued publish."""
+    subject, data = _SUBJECTS.get(entry._subject), entry._data
+    if subject is None:
+        subject = entry._subject.encode()
+        if len(_SUBJECTS) < 1024:
+            _SUBJECTS[entry._subject] = subject
+    hdr = entry._hdr
+    if not hdr:
+        return b"PUB %s %s %d\r\n%s\r\n" % (subject, reply, len(data), data)
+    return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject, reply, len(hdr), len(hdr) + len(data), hdr, data)

@@ -1,0 +1,3 @@
+"""See bucket.py."""
+
+from .bucket import *  # noqa: F401,F403

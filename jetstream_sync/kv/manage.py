@@ -1,0 +1,160 @@
+"""Key-value bucket management (ADR-8): the ``KV_<bucket>`` stream a bucket
+configuration stands for, and create / update / open / delete / list, which
+JetStream's key-value methods delegate to."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+from .. import errors, options
+from .bucket import STREAM_PREFIX, KeyValue, KeyValueConfig, KeyValueStatus
+from ..models import DiscardPolicy, Placement, RePublish, StoreCompression, StreamConfig, StreamInfo
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..jetstream import JetStream
+
+_MAX_DUPLICATE_WINDOW = 120.0  # seconds; ADR-8: min(ttl, 2 minutes)
+
+
+
+def kv_config(bucket: Any, config: Optional[KeyValueConfig], fields: Dict[str, Any]) -> KeyValueConfig:
+    """A validated KeyValueConfig from a bucket name or config plus keyword overrides."""
+    if isinstance(bucket, KeyValueConfig):
+        if config is not None:
+            raise errors.InvalidOptionError("give the config once (positionally or as config=)")
+        bucket, config = None, bucket
+    if config is not None and not isinstance(config, KeyValueConfig):
+        raise errors.InvalidOptionError(f"config must be a KeyValueConfig, not {type(config).__name__}")
+    if bucket is not None:
+        fields = {**fields, "bucket": bucket}
+    try:
+        cfg = dataclasses.replace(config, **fields) if config is not None else KeyValueConfig(**fields)
+    except TypeError as exc:
+        raise errors.InvalidOptionError(f"invalid KeyValueConfig field: {exc}") from None
+    options.kv_bucket(cfg.bucket)
+    options.kv_history(cfg.history)
+    options.kv_replicas(cfg.replicas)
+    if cfg.ttl is not None:
+        options.duration("ttl", cfg.ttl, none_means="no limit")
+    if cfg.limit_marker_ttl is not None:
+        options.duration("limit_marker_ttl", cfg.limit_marker_ttl, minimum=options.MIN_MSG_TTL)
+    options.optional_size("max_value_size", cfg.max_value_size)
+    options.optional_size("max_bytes", cfg.max_bytes)
+    options.string_map("metadata", cfg.metadata)
+    if cfg.description is not None and not isinstance(cfg.description, str):
+        raise errors.InvalidOptionError(f"description must be a str, got {cfg.description!r}")
+    if not isinstance(cfg.compression, bool):
+        raise errors.InvalidOptionError(f"compression must be a bool, got {cfg.compression!r}")
+    for name, cls in (("placement", Placement), ("republish", RePublish)):
+        value = getattr(cfg, name)
+        if isinstance(value, dict):
+            setattr(cfg, name, value := cls.from_response(value))
+        if value is not None and not isinstance(value, cls):
+            raise errors.InvalidOptionError(f"{name} must be a {cls.__name__} or a dict, got {value!r}")
+    return cfg
+
+
+def stream_config(cfg: KeyValueConfig) -> StreamConfig:
+    """The stream of a bucket, as ADR-8 lays it out (validated)."""
+    from ..jetstream import build_config
+
+    ttl = cfg.ttl or 0.0
+    marker = cfg.limit_marker_ttl
+    return build_config(StreamConfig, None, dict(
+        name=STREAM_PREFIX + cfg.bucket,
+        description=cfg.description,
+        subjects=[f"$KV.{cfg.bucket}.>"],
+        max_msgs_per_subject=cfg.history,
+        max_msgs=-1,
+        max_bytes=cfg.max_bytes or -1,
+        max_msg_size=cfg.max_value_size or -1,
+        max_age=ttl,
+        duplicate_window=min(ttl, _MAX_DUPLICATE_WINDOW) if ttl else _MAX_DUPLICATE_WINDOW,
+        max_consumers=-1,
+        storage=cfg.storage,
+        num_replicas=cfg.replicas,
+        placement=cfg.placement,
+        republish=cfg.republish,
+        discard=DiscardPolicy.NEW,
+        allow_rollup_hdrs=True,
+        deny_delete=True,
+        allow_direct=True,
+        compression=StoreCompression.S2 if cfg.compression else None,
+        allow_msg_ttl=True if marker else None,
+        subject_delete_marker_ttl=marker,
+        metadata=cfg.metadata,
+    ))  # fmt: skip
+
+
+def upsert_bucket(js: "JetStream", bucket: Any, config: Optional[KeyValueConfig], fields: Dict[str, Any], action: str) -> "KeyValue":
+    """create / update / create-or-update (``action`` "create", "update", "") a bucket."""
+    cfg = kv_config(bucket, config, fields)
+    scfg = stream_config(cfg)
+    if cfg.limit_marker_ttl:
+        _require_api_level(js, 1, "limit_marker_ttl")
+    if action == "create":
+        return _create(js, cfg, scfg)
+    try:
+        stream = js.update_stream(scfg)
+    except errors.StreamNotFoundError as exc:
+        if action == "update":
+            raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {cfg.bucket!r} not found") from exc
+        return _create(js, cfg, scfg)
+    return KeyValue(js, stream.cached_info)
+
+
+def _create(js: "JetStream", cfg: KeyValueConfig, scfg: StreamConfig) -> "KeyValue":
+    try:
+        return KeyValue(js, js.create_stream(scfg).cached_info)
+    except errors.APIError as exc:
+        if exc.err_code != errors.ErrorCode.STREAM_NAME_IN_USE:
+            raise
+        existing = js.stream_info(scfg.name).config  # type: ignore[arg-type]
+        if not _only_repairs_differ(existing, scfg):
+            raise errors.BucketExistsError(exc.code, exc.err_code, f"bucket {cfg.bucket!r} exists with another configuration") from exc
+    # A bucket of an older client (discard old, no direct get): bring it up to date.
+    return KeyValue(js, js.update_stream(scfg).cached_info)
+
+
+def _only_repairs_differ(existing: StreamConfig, wanted: StreamConfig) -> bool:
+    have, want = existing.as_dict(), wanted.as_dict()
+    # The server leaves out false and zero values the request spelled out.
+    return all((have.get(k) or None) == (v or None) for k, v in want.items() if k not in ("discard", "allow_direct"))
+
+
+def _require_api_level(js: "JetStream", level: int, what: str) -> None:
+    have = getattr(js.account_info().api, "level", None) or 0
+    if have < level:
+        raise errors.InvalidOptionError(f"{what} needs a server with JetStream API level {level} (nats-server 2.11+), this one has {have}")
+
+
+def open_bucket(js: "JetStream", bucket: str) -> "KeyValue":
+    """A handle on an existing bucket; BucketNotFoundError / BadBucketError."""
+    name = STREAM_PREFIX + options.kv_bucket(bucket)
+    try:
+        info = js.stream_info(name)
+    except errors.StreamNotFoundError as exc:
+        raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {bucket!r} not found") from exc
+    if (info.config.max_msgs_per_subject or 0) < 1:
+        raise errors.BadBucketError(f"stream {name!r} is not a key-value bucket (max_msgs_per_subject < 1)")
+    return KeyValue(js, info)
+
+
+def delete_bucket(js: "JetStream", bucket: str) -> None:
+    try:
+        js.delete_stream(STREAM_PREFIX + options.kv_bucket(bucket))
+    except errors.StreamNotFoundError as exc:
+        raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {bucket!r} not found") from exc
+
+
+def bucket_streams(js: "JetStream") -> List[StreamInfo]:
+    return [s for s in js.streams(subject="$KV.*.>") if (s.config.name or "").startswith(STREAM_PREFIX)]
+
+
+def bucket_names(js: "JetStream") -> List[str]:
+    return [n[len(STREAM_PREFIX) :] for n in js.stream_names(subject="$KV.*.>") if n.startswith(STREAM_PREFIX)]
+
+
+def bucket_statuses(js: "JetStream") -> List[KeyValueStatus]:
+    return [KeyValueStatus(s.config.name[len(STREAM_PREFIX) :], s) for s in bucket_streams(js)]  # type: ignore[index]

@@ -1,0 +1,3 @@
+"""See store.py."""
+
+from .store import *  # noqa: F401,F403

@@ -1,0 +1,3 @@
+"""See runner.py."""
+
+from .runner import *  # noqa: F401,F403
