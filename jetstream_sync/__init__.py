@@ -3,9 +3,13 @@
 Importing the package starts no thread and imports no pyspark.
 """
 
+import typing
+
 from .worker.shared import close_shared_clients, shared_client
 from .worker.signals import install_signal_handlers
-from .client import Client, Subscription, connect
+from .client import Client, connect
+from .core import Subscription
+from .options import DEFAULT
 from ._engines.push import PushStats
 from .consumer import BaseConsumer, Consumer, PullConsumer
 from .contexts import ConsumeContext, FetchResult, MessagesContext, PullStats
@@ -68,7 +72,7 @@ from .models import (
 from .ordered import OrderedConsumer
 from .push import PushConsumer
 from .stream import Stream
-from .subscribe import PullSubscription, PushSubscription
+from .subscriptions import PullSubscription, PushSubscription
 from .worker.runner import Worker, WorkerStats, run_worker
 
 from .errors import (
@@ -114,6 +118,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "connect",
+    "DEFAULT",
     "install_signal_handlers",
     "shared_client",
     "close_shared_clients",
@@ -228,3 +233,21 @@ __all__ = [
     "WorkerStats",
     "run_worker",
 ]
+
+
+def _public_home() -> None:
+    """Public classes and functions report the package they are imported
+    from (``jetstream_sync.Msg``), not the private module that defines them.
+    A class's own annotations are resolved first, in the module that wrote
+    them, so ``typing.get_type_hints`` keeps working after the move."""
+    for name in __all__:
+        obj = globals()[name]
+        if not getattr(obj, "__module__", "").startswith("jetstream_sync.") or isinstance(obj, type(DEFAULT)):
+            continue
+        if isinstance(obj, type) and obj.__dict__.get("__annotations__"):
+            hints = typing.get_type_hints(obj, include_extras=True)
+            obj.__annotations__ = {k: hints.get(k, v) for k, v in obj.__dict__["__annotations__"].items()}
+        obj.__module__ = "jetstream_sync"
+
+
+_public_home()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import sys
 from typing import List, Optional
 
+from ._tools import bench, demo
 from .errors import JetStreamError
+from .worker import cli
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -15,13 +17,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("       jetstream-sync bench {pub,consume,both} [--server URL | --embedded] ... (bench -h)")
         print("       jetstream-sync worker module:handler --stream S --consumer C [--server URL] ... (worker -h)")
         return 0 if args else 2
-    if args[0] == "demo":
-        from ._tools.demo import main as command
-    elif args[0] == "bench":
-        from ._tools.bench import main as command
-    elif args[0] == "worker":
-        from .worker.cli import main as command
-    else:
+    commands = {"demo": demo.main, "bench": bench.main, "worker": cli.main}
+    command = commands.get(args[0])
+    if command is None:
         print(f"unknown command {args[0]!r}; try: jetstream-sync demo, bench or worker", file=sys.stderr)
         return 2
     try:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import datetime
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Union
+from typing import Any, Callable, Dict, Optional, Union
 
 from . import errors, options
+from ._core.jsapi import JsApi
 from ._engines.engine import PinId
 from ._engines.pull import FetchEngine, PullTarget
 from .contexts import ConsumeContext, FetchResult, MessagesContext
@@ -25,9 +26,6 @@ from .options import (
     priority_options,
 )
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .jetstream import JetStream
-
 __all__ = ["BaseConsumer", "Consumer", "PullConsumer"]
 
 ErrorHandler = Callable[[BaseException], Any]
@@ -38,9 +36,9 @@ class BaseConsumer:
     from when the handle was made (or last ``info()``); ``info()`` asks the
     server again."""
 
-    def __init__(self, js: "JetStream", info: ConsumerInfo) -> None:
-        self._js = js
-        self._conn = js.connection
+    def __init__(self, api: JsApi, info: ConsumerInfo) -> None:
+        self._js = api
+        self._conn = api.connection
         self._info = info
         self.name: str = info.name
         self.stream_name: str = info.stream_name
@@ -91,8 +89,8 @@ class BaseConsumer:
 class Consumer(BaseConsumer):
     """A pull consumer of a stream (``PullConsumer`` is the same class)."""
 
-    def __init__(self, js: "JetStream", info: ConsumerInfo) -> None:
-        super().__init__(js, info)
+    def __init__(self, api: JsApi, info: ConsumerInfo) -> None:
+        super().__init__(api, info)
         self._fetch_pin = PinId()  # pinned_client: the pin this handle's fetches hold
 
     def _fetch(self, opts: FetchOptions) -> FetchResult:

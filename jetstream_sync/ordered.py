@@ -6,18 +6,16 @@ from __future__ import annotations
 import datetime
 import functools
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, TypeVar, Union
+from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 
 from . import errors, options
+from ._core.jsapi import JsApi
 from ._engines.ordered import OrderedFetchEngine, OrderedPullEngine, OrderedReceiver, OrderedState, start_time
 from ._engines.receiver import Receiver
 from .contexts import ConsumeContext, FetchResult, MessagesContext
 from ._core.message import Msg
 from .models import ConsumerConfig, ConsumerInfo, DeliverPolicy, ReplayPolicy
-from .options import consume_options_from, fetch_options
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .jetstream import JetStream
+from .options import build_config, consume_options_from, fetch_options, validate_name
 
 __all__ = ["OrderedConsumer"]
 
@@ -46,7 +44,7 @@ class OrderedConsumer:
 
     def __init__(
         self,
-        js: "JetStream",
+        api: JsApi,
         stream: str,
         *,
         filter_subjects: Optional[List[str]] = None,
@@ -60,8 +58,6 @@ class OrderedConsumer:
         name_prefix: Optional[str] = None,
         metadata: Optional[Dict[str, str]] = None,
     ) -> None:
-        from .jetstream import build_config, validate_name
-
         validate_name("stream", stream)
         if filter_subjects is not None and isinstance(filter_subjects, str):
             filter_subjects = [filter_subjects]
@@ -73,7 +69,7 @@ class OrderedConsumer:
             isinstance(max_reset_attempts, bool) or not isinstance(max_reset_attempts, int) or max_reset_attempts < 0
         ):
             raise errors.InvalidOptionError(f"max_reset_attempts must be an integer >= 0, got {max_reset_attempts!r}")
-        prefix = js.connection.new_inbox().rsplit(".", 1)[-1] if name_prefix is None else name_prefix
+        prefix = api.connection.new_inbox().rsplit(".", 1)[-1] if name_prefix is None else name_prefix
         validate_name("name_prefix", prefix)
         base = build_config(
             ConsumerConfig,
@@ -90,10 +86,10 @@ class OrderedConsumer:
             ),
         )
         _check_start(base)
-        self._js = js
-        self._conn = js.connection
+        self._js = api
+        self._conn = api.connection
         self.stream_name = stream
-        self._state = OrderedState(js, stream, base, prefix, max_reset_attempts or 0)
+        self._state = OrderedState(api, stream, base, prefix, max_reset_attempts or 0)
 
     def __repr__(self) -> str:
         return f"<OrderedConsumer {self.stream_name!r}/{self.name!r}>"

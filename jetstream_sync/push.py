@@ -5,19 +5,18 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, NoReturn, Optional, TypeVar
+from typing import Any, Callable, NoReturn, Optional, TypeVar
 
 from . import errors, options
+from ._core.jsapi import JsApi
 from ._engines.push import PushEngine, PushTarget
 from .consumer import BaseConsumer
 from .contexts import ConsumeContext, MessagesContext
 from ._core.message import Msg
+from .models import ConsumerInfo
 from .options import PushOptions, push_options
 from .options import handler as check_handler
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .jetstream import JetStream
-    from .models import ConsumerInfo
 
 __all__ = ["PushConsumer"]
 
@@ -41,8 +40,8 @@ class PushConsumer(BaseConsumer):
     every message goes to one of them.
     """
 
-    def __init__(self, js: "JetStream", info: "ConsumerInfo") -> None:
-        super().__init__(js, info)
+    def __init__(self, api: JsApi, info: ConsumerInfo) -> None:
+        super().__init__(api, info)
         self._lock = threading.Lock()
         self._active: Optional["weakref.ref[Any]"] = None  # weak: a dropped context still stops
 

@@ -1,26 +1,62 @@
-"""Stream: a handle on one stream, with its data and consumer operations."""
+"""Stream: a handle on one stream, with its data and consumer operations;
+and the functions that make consumer handles, which JetStream shares."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Optional, Union, overload
+from typing import Any, Dict, List, Optional, Union, overload
 
+from . import errors
+from ._core.jsapi import JsApi
+from .consumer import Consumer
 from .models import ConsumerConfig, ConsumerInfo, StoredMsg, StreamInfo
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .consumer import Consumer
-    from .jetstream import JetStream
-    from .ordered import OrderedConsumer
-    from .push import PushConsumer
+from .ordered import OrderedConsumer
+from .push import PushConsumer
 
 __all__ = ["Stream"]
+
+
+def pull_consumer(api: JsApi, stream: str, name: str) -> Consumer:
+    """The handle of an existing pull consumer; ConsumerPushBasedError for a push one."""
+    info = api.consumer_info(stream, name)
+    deliver = info.config.deliver_subject if info.config is not None else None
+    if deliver:
+        raise errors.ConsumerPushBasedError(
+            409, f"Consumer is push based: {stream}/{name} delivers to {deliver!r}; use push_consumer() for its handle"
+        )
+    return Consumer(api, info)
+
+
+def push_consumer(api: JsApi, stream: str, name: str) -> PushConsumer:
+    """The handle of an existing push consumer; ConsumerPullBasedError for a pull one."""
+    info = api.consumer_info(stream, name)
+    if info.config is None or not info.config.deliver_subject:
+        raise errors.ConsumerPullBasedError(
+            f"consumer {stream}/{name} is pull based (it has no deliver subject): use consumer() for its handle"
+        )
+    return PushConsumer(api, info)
+
+
+def make_consumer(
+    api: JsApi, stream: str, config: Optional[ConsumerConfig], fields: Dict[str, Any], action: str
+) -> Union[Consumer, PushConsumer]:
+    """create/update_consumer: a pull Consumer, or a PushConsumer for the
+    ``deliver_subject`` keyword (how push consumers were made before the push calls)."""
+    if fields.get("deliver_subject") is not None:
+        return PushConsumer(api, api.upsert_consumer(stream, config, fields, action, push=True))
+    return Consumer(api, api.upsert_consumer(stream, config, fields, action, push=False))
+
+
+def make_push_consumer(api: JsApi, stream: str, config: Optional[ConsumerConfig], fields: Dict[str, Any], action: str) -> PushConsumer:
+    """create/update_push_consumer: the config needs a deliver_subject."""
+    return PushConsumer(api, api.upsert_consumer(stream, config, fields, action, push=True))
 
 
 class Stream:
     """A stream by name. ``cached_info`` is the info from when the handle was
     made (or last ``info()``); ``info()`` asks the server again."""
 
-    def __init__(self, js: "JetStream", info: StreamInfo) -> None:
-        self._js = js
+    def __init__(self, api: JsApi, info: StreamInfo) -> None:
+        self._js = api
         self._info = info
         self.name: str = info.config.name  # type: ignore[assignment]
 
@@ -70,65 +106,60 @@ class Stream:
 
     # Typed as on JetStream: a pull Consumer, or a PushConsumer for the
     # deliver_subject keyword (the ``*_push_consumer`` calls take a config).
-    # ``made`` is annotated because, with **fields passed on, mypy cannot
-    # pick an overload and would type the call Any.
 
     @overload
-    def create_consumer(self, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any) -> "PushConsumer": ...
+    def create_consumer(self, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any) -> PushConsumer: ...
     @overload
     def create_consumer(
         self, config: Optional[ConsumerConfig] = None, *, deliver_subject: None = None, **fields: Any
-    ) -> "Consumer": ...
-    def create_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "Union[Consumer, PushConsumer]":
+    ) -> Consumer: ...
+    def create_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> Union[Consumer, PushConsumer]:
         """Create a pull consumer; see :meth:`JetStream.create_consumer`."""
-        made: Union[Consumer, PushConsumer] = self._js.create_consumer(self.name, config, **fields)
-        return made
+        return make_consumer(self._js, self.name, config, fields, "create")
 
     @overload
-    def update_consumer(self, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any) -> "PushConsumer": ...
+    def update_consumer(self, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any) -> PushConsumer: ...
     @overload
     def update_consumer(
         self, config: Optional[ConsumerConfig] = None, *, deliver_subject: None = None, **fields: Any
-    ) -> "Consumer": ...
-    def update_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "Union[Consumer, PushConsumer]":
+    ) -> Consumer: ...
+    def update_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> Union[Consumer, PushConsumer]:
         """Update an existing pull consumer; see :meth:`JetStream.update_consumer`."""
-        made: Union[Consumer, PushConsumer] = self._js.update_consumer(self.name, config, **fields)
-        return made
+        return make_consumer(self._js, self.name, config, fields, "update")
 
     @overload
     def create_or_update_consumer(
         self, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any
-    ) -> "PushConsumer": ...
+    ) -> PushConsumer: ...
     @overload
     def create_or_update_consumer(
         self, config: Optional[ConsumerConfig] = None, *, deliver_subject: None = None, **fields: Any
-    ) -> "Consumer": ...
+    ) -> Consumer: ...
     def create_or_update_consumer(
         self, config: Optional[ConsumerConfig] = None, **fields: Any
-    ) -> "Union[Consumer, PushConsumer]":
+    ) -> Union[Consumer, PushConsumer]:
         """Update the pull consumer if it exists, else create it."""
-        made: Union[Consumer, PushConsumer] = self._js.create_or_update_consumer(self.name, config, **fields)
-        return made
+        return make_consumer(self._js, self.name, config, fields, "")
 
-    def create_push_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "PushConsumer":
+    def create_push_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> PushConsumer:
         """Create a push consumer (its config needs a ``deliver_subject``)."""
-        return self._js.create_push_consumer(self.name, config, **fields)
+        return make_push_consumer(self._js, self.name, config, fields, "create")
 
-    def update_push_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "PushConsumer":
+    def update_push_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> PushConsumer:
         """Update an existing push consumer; see :meth:`JetStream.update_push_consumer`."""
-        return self._js.update_push_consumer(self.name, config, **fields)
+        return make_push_consumer(self._js, self.name, config, fields, "update")
 
-    def create_or_update_push_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> "PushConsumer":
+    def create_or_update_push_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> PushConsumer:
         """Update the push consumer if it exists, else create it."""
-        return self._js.create_or_update_push_consumer(self.name, config, **fields)
+        return make_push_consumer(self._js, self.name, config, fields, "")
 
-    def consumer(self, name: str) -> "Consumer":
+    def consumer(self, name: str) -> Consumer:
         """A pull consumer's handle; ConsumerPushBasedError for a push one (use :meth:`push_consumer`)."""
-        return self._js.consumer(self.name, name)
+        return pull_consumer(self._js, self.name, name)
 
-    def push_consumer(self, name: str) -> "PushConsumer":
+    def push_consumer(self, name: str) -> PushConsumer:
         """A push consumer's handle; ConsumerPullBasedError for a pull one (use :meth:`consumer`)."""
-        return self._js.push_consumer(self.name, name)
+        return push_consumer(self._js, self.name, name)
 
     def consumer_info(self, name: str) -> ConsumerInfo:
         return self._js.consumer_info(self.name, name)
@@ -136,14 +167,12 @@ class Stream:
     def delete_consumer(self, name: str) -> None:
         self._js.delete_consumer(self.name, name)
 
-    def ordered_consumer(self, **config: Any) -> "OrderedConsumer":
+    def ordered_consumer(self, **config: Any) -> OrderedConsumer:
         """An ordered consumer on this stream; see :class:`OrderedConsumer`
         for the options (``filter_subjects``, ``deliver_policy``,
         ``opt_start_seq``, ``opt_start_time``, ``replay_policy``,
         ``inactive_threshold``, ``headers_only``, ``max_reset_attempts``,
         ``name_prefix``, ``metadata``)."""
-        from .ordered import OrderedConsumer
-
         return OrderedConsumer(self._js, self.name, **config)
 
     def consumer_names(self) -> List[str]:

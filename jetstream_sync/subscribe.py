@@ -8,25 +8,20 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import logging
-import threading
-import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Optional
 
 from . import errors, options
-from ._core.message import Msg
+from ._core.jsapi import JsApi
+from .contexts import ConsumeContext, MessagesContext
 from .models import AckPolicy, ConsumerConfig, ConsumerInfo
+from .ordered import OrderedConsumer
+from .stream import make_consumer, make_push_consumer, pull_consumer, push_consumer
+from .subscriptions import Caller, Handler, PullSubscription, PushSubscription, acks_off, auto_ack, delete_quietly
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .consumer import Consumer
-    from .contexts import ConsumeContext, MessagesContext
-    from .jetstream import JetStream
 
 __all__ = ["PullSubscription", "PushSubscription", "bind_check"]
 
 _log = logging.getLogger(__name__)
-_RETRY_START = 0.05  # seconds before re-pulling after a 409 limit warning, doubling
-_RETRY_MAX = 0.5
-Handler = Callable[[Msg], Any]
 
 # Fields a caller's config must agree on with an existing consumer (ADR-15:
 # "the configuration must match"); unset (None) fields are not compared.
@@ -83,16 +78,7 @@ def asked(
     return cfg
 
 
-def _retryable(exc: BaseException) -> bool:
-    """A pull refused for now, not for good (409 limit warnings, a dropped pull)."""
-    if isinstance(exc, errors.NoHeartbeatError):
-        return True
-    if type(exc) is not errors.PullStatusError:  # ConsumerDeleted, PushBased, BadRequest …
-        return False
-    return options.classify_status(str(exc.status), exc.description) is options.StatusKind.LIMIT
-
-
-def find_stream(js: "JetStream", subject: str) -> str:
+def find_stream(js: JsApi, subject: str) -> str:
     """The one stream that captures ``subject`` (ADR-15 stream lookup); with
     no subject, the account's only stream (as nats-py, which asks the server
     with an empty subject; where it takes the first of several, this refuses)."""
@@ -176,280 +162,6 @@ def _differs(want: Any, have: Any) -> bool:
     return bool(want != have)
 
 
-class _Subscription:
-    """What pull and push subscriptions share: the consumer, and deleting it
-    on unsubscribe when this subscription created it (ADR-15)."""
-
-    def __init__(self, js: "JetStream", stream: str, consumer: str, subject: str, created: bool) -> None:
-        self._js = js
-        self.stream = stream
-        self._consumer = consumer
-        self.filter_subject = subject  # the subject subscribed to ("" when bound by name)
-        self.subject = subject
-        self._created = created  # still to delete (cleared once deleted)
-        self._lock = threading.Lock()
-        self._closed = False
-
-    @property
-    def consumer(self) -> str:
-        """The consumer's name."""
-        return self._consumer
-
-    def consumer_info(self) -> ConsumerInfo:
-        return self._js.consumer_info(self.stream, self.consumer)
-
-    @property
-    def is_closed(self) -> bool:
-        return self._closed
-
-    def _close(self) -> bool:
-        """Mark closed; False if it already was. A consumer whose deletion
-        failed before (server unreachable) is retried instead of refusing."""
-        with self._lock:
-            if self._closed:
-                if self._created:
-                    self._delete_if_created()
-                    return False
-                raise errors.SubscriptionClosedError(f"the subscription on {self.subject!r} is already unsubscribed")
-            self._closed = True
-            return True
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise errors.SubscriptionClosedError(f"the subscription on {self.subject!r} is unsubscribed")
-
-    def _delete_if_created(self) -> None:
-        if not self._created:
-            return
-        try:
-            self._js.delete_consumer(self.stream, self.consumer)
-        except errors.NotFoundError:
-            pass  # gone already (an ephemeral that timed out, or deleted by hand)
-        self._created = False
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if not self._closed:
-            self.unsubscribe()
-
-    def unsubscribe(self) -> None:
-        raise NotImplementedError
-
-
-class PullSubscription(_Subscription):
-    """A pull subscription (ADR-13): ``fetch(batch, timeout, heartbeat)``
-    returns the messages that are there, waiting up to ``timeout`` for the first."""
-
-    def __init__(self, js: "JetStream", consumer: "Consumer", subject: str, created: bool) -> None:
-        super().__init__(js, consumer.stream_name, consumer.name, subject, created)
-        self._cons = consumer
-
-    def __repr__(self) -> str:
-        return f"<PullSubscription {self.stream!r}/{self.consumer!r} subject={self.subject!r}>"
-
-    def fetch(self, batch: int = 1, timeout: Optional[float] = 5.0, heartbeat: Optional[float] = None) -> List[Msg]:
-        """Up to ``batch`` messages: those available now, else the first to
-        arrive within ``timeout`` seconds with any that came with it. Raises
-        :class:`jetstream_sync.TimeoutError` when none came (as nats-py)."""
-        self._check_open()
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise errors.InvalidOptionError(f"batch must be an integer >= 1, got {batch!r}")
-        t = options.duration("timeout", 5.0 if timeout is None else timeout)
-        if heartbeat is not None:
-            hb = options.duration("heartbeat", heartbeat)
-            if hb > t / 2:
-                raise errors.InvalidOptionError(f"heartbeat ({hb}s) must be at most half of timeout ({t}s)")
-        # A no-wait pull first: what is there now comes back at once, and no
-        # pull lingers on the server (ADR-13).
-        msgs = list(self._cons.fetch_no_wait(batch))
-        if msgs:
-            return msgs
-        deadline = time.monotonic() + t
-        backoff = _RETRY_START
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise errors.TimeoutError(f"no message on {self.subject or self.stream!r} within {t}s")
-            try:
-                return self._wait_first(batch, left, heartbeat)
-            except (errors.PullStatusError, errors.NoHeartbeatError) as exc:
-                if not _retryable(exc):
-                    raise
-                # The server refused this pull for now (e.g. 409 Exceeded
-                # MaxWaiting; with a heartbeat it drops it silently): try again
-                # until the caller's timeout, as nats-py treats these as no message.
-                time.sleep(min(backoff, max(deadline - time.monotonic(), 0.0)))
-                backoff = min(backoff * 2, _RETRY_MAX)
-
-    def _wait_first(self, batch: int, expires: float, heartbeat: Optional[float]) -> List[Msg]:
-        """One pull: the first message to arrive and whatever came with it."""
-        hb = heartbeat if heartbeat is None or heartbeat <= expires / 2 else None
-        result = self._cons.fetch(batch, expires=expires, idle_heartbeat=hb)
-        msgs: List[Msg] = []
-        try:
-            for msg in result:
-                msgs.append(msg)
-                msgs.extend(result.ready())
-                break
-        finally:
-            result.close()  # what arrives after we returned goes back (NAK'd)
-        if not msgs:
-            raise errors.TimeoutError(f"no message on {self.subject or self.stream!r} within {expires:.3f}s")
-        return msgs
-
-    def unsubscribe(self) -> None:
-        """End the subscription; a consumer it created is deleted."""
-        if self._close():
-            self._delete_if_created()
-
-    def drain(self) -> None:
-        """As :meth:`unsubscribe`: between fetches a pull subscription holds nothing."""
-        self.unsubscribe()
-
-
-class PushSubscription(_Subscription):
-    """A push subscription (ADR-15), or an ordered one: read with
-    :meth:`next_msg` or iteration, or give ``cb`` to have a worker thread
-    call it (acking after it returns unless ``manual_ack``).
-
-    ``subject`` is the consumer's deliver subject, which the messages arrive
-    on (as nats-py's); ``filter_subject`` the subject given to subscribe().
-    An ordered subscription is pull-based here and has no deliver subject:
-    its ``subject`` is the subject given."""
-
-    def __init__(
-        self,
-        js: "JetStream",
-        stream: str,
-        consumer: str,
-        subject: str,
-        created: bool,
-        ctx: "MessagesContext | ConsumeContext",
-        queue: Optional[str],
-        consumer_name: Callable[[], Optional[str]],
-        caller: Optional["_Caller"] = None,
-        deliver_subject: str = "",
-    ) -> None:
-        super().__init__(js, stream, consumer, subject, created)
-        self.subject = deliver_subject or subject
-        self._ctx = ctx
-        self.queue = queue
-        self._consumer_name = consumer_name  # ordered: the name changes as it is recreated
-        self._drained = False  # drain() began: what was received is still handed out
-        self._caller = caller  # the callback's thread, with cb
-
-    def __repr__(self) -> str:
-        return f"<PushSubscription {self.stream!r}/{self.consumer!r} subject={self.subject!r}>"
-
-    @property
-    def consumer(self) -> str:
-        """The current consumer's name (an ordered one changes as it is recreated; "" between two)."""
-        return self._consumer_name() or ""
-
-    def consumer_info(self) -> ConsumerInfo:
-        name = self._consumer_name()
-        if name is None:
-            raise errors.SubscribeError("the ordered subscription has no server consumer right now")
-        return self._js.consumer_info(self.stream, name)
-
-    def _reader(self) -> "MessagesContext":
-        from .contexts import MessagesContext
-
-        if not isinstance(self._ctx, MessagesContext):
-            raise errors.SubscribeError("this subscription has a callback; it cannot be read with next_msg()")
-        return self._ctx
-
-    def next_msg(self, timeout: Optional[float] = 1.0) -> Msg:
-        """The next message, waiting up to ``timeout`` seconds (None: no limit);
-        raises :class:`jetstream_sync.TimeoutError` (nats-py's default is 1 s).
-        After drain(), what was received before it is still handed out."""
-        if not self._drained:
-            self._check_open()
-        try:
-            return self._reader().next(timeout)
-        except errors.ConsumerStoppedError:
-            raise errors.SubscriptionClosedError(f"the subscription on {self.subject!r} was unsubscribed") from None
-
-    def __iter__(self) -> Iterator[Msg]:
-        return iter(self._reader())
-
-    @property
-    def messages(self) -> Iterator[Msg]:
-        """Iterate the messages (nats-py's ``sub.messages``, blocking)."""
-        return iter(self)
-
-    @property
-    def delivered(self) -> int:
-        """Messages handed to the reader or callback so far."""
-        return self._ctx.stats.delivered
-
-    def unsubscribe(self) -> None:
-        """Stop now (messages received and not handed out are NAK'd); a
-        consumer this subscription created is deleted."""
-        if self._close():
-            self._ctx.stop()
-            self._delete_if_created()
-
-    def drain(self, timeout: Optional[float] = None) -> bool:
-        """Hand over (or call back) everything already received, then end and
-        delete a consumer this subscription created. Waits up to ``timeout``
-        seconds (default: the JetStream timeout) for the end; False if it did
-        not come. From the callback it returns False at once: the rest is
-        called back after it returns, and the end is seen to in the background."""
-        t = self._js.timeout if timeout is None else options.duration("timeout", timeout)
-        if not self._close():
-            return True
-        self._drained = True
-        self._ctx.drain()
-        if self._caller is not None and threading.current_thread() is self._caller.thread:
-            # Waiting here would hold up the very callbacks drain() waits for.
-            threading.Thread(target=self._finish_drain, args=(t,), name="jss-drain", daemon=True).start()
-            return False
-        return self._finish_drain(t)
-
-    def _finish_drain(self, t: float) -> bool:
-        from .contexts import ConsumeContext
-
-        done = self._ctx.wait(t) if isinstance(self._ctx, ConsumeContext) else self._ctx.wait_closed(t)
-        if not done:
-            self._ctx.stop()  # out of time: nothing more is handed out once this returns
-        self._js.connection.acks_processed(t)  # the callbacks' auto-acks included
-        self._delete_if_created()
-        return done
-
-
-class _Caller:
-    """Notes the thread that runs a subscription's callback."""
-
-    def __init__(self) -> None:
-        self.thread: Optional[threading.Thread] = None
-
-    def wrap(self, handler: Handler) -> Handler:
-        def called(msg: Msg) -> Any:
-            self.thread = threading.current_thread()
-            return handler(msg)
-
-        return called
-
-
-def auto_ack(handler: Handler) -> Handler:
-    """nats-py's async-subscribe default: ack after the callback returns,
-    unless it acked (or nak'd, term'd) the message itself."""
-
-    def wrapped(msg: Msg) -> Any:
-        result = handler(msg)
-        if not msg.is_acked:
-            try:
-                msg.ack()
-            except errors.MsgAlreadyAckedError:
-                pass
-        return result
-
-    return wrapped
-
-
 def push_config(
     wanted: ConsumerConfig, subject: str, durable: Optional[str], queue: Optional[str], deliver_subject: str
 ) -> ConsumerConfig:
@@ -468,7 +180,7 @@ def push_config(
     return cfg
 
 
-def _stream_of(js: "JetStream", subject: str, stream: Optional[str]) -> str:
+def _stream_of(js: JsApi, subject: str, stream: Optional[str]) -> str:
     """The stream given (checked), else the one that captures ``subject``."""
     if stream is not None:
         return options.name("stream", stream)
@@ -485,7 +197,7 @@ def _consumer_name(durable: Optional[str], config: Optional[ConsumerConfig]) -> 
     return name
 
 
-def _lookup(js: "JetStream", stream: str, name: Optional[str], bind: bool) -> Optional[ConsumerInfo]:
+def _lookup(js: JsApi, stream: str, name: Optional[str], bind: bool) -> Optional[ConsumerInfo]:
     """Info of the named consumer; None when it must be created."""
     if name is None:
         if bind:
@@ -499,11 +211,11 @@ def _lookup(js: "JetStream", stream: str, name: Optional[str], bind: bool) -> Op
         return None
 
 
-def _create(js: "JetStream", stream: str, cfg: ConsumerConfig, check: Callable[[ConsumerInfo], None]) -> "tuple[ConsumerInfo, bool]":
+def _create(js: JsApi, stream: str, cfg: ConsumerConfig, check: Callable[[ConsumerInfo], None]) -> "tuple[ConsumerInfo, bool]":
     """Create the consumer; if another process created it meanwhile, bind to
     it after the checks (ADR-15 race). Returns (info, created)."""
     try:
-        made = js.create_push_consumer(stream, cfg) if cfg.deliver_subject else js.create_consumer(stream, cfg)
+        made = make_push_consumer(js, stream, cfg, {}, "create") if cfg.deliver_subject else make_consumer(js, stream, cfg, {}, "create")
         return made.cached_info, True
     except errors.APIError as exc:
         if exc.err_code not in (errors.ErrorCode.CONSUMER_ALREADY_EXISTS, errors.ErrorCode.CONSUMER_NAME_EXISTS):
@@ -514,7 +226,7 @@ def _create(js: "JetStream", stream: str, cfg: ConsumerConfig, check: Callable[[
 
 
 def pull_subscribe(
-    js: "JetStream",
+    js: JsApi,
     subject: str,
     durable: Optional[str],
     stream: Optional[str],
@@ -544,11 +256,11 @@ def pull_subscribe(
         if cfg.ack_policy is None:
             cfg.ack_policy = AckPolicy.EXPLICIT
         info, created = _create(js, stream, cfg, lambda i: bind_check(i, subject, None, True, wanted))
-    return PullSubscription(js, js.consumer(stream, info.name), subject, created)
+    return PullSubscription(js, pull_consumer(js, stream, info.name), subject, created)
 
 
 def subscribe(
-    js: "JetStream",
+    js: JsApi,
     subject: str,
     queue: Optional[str],
     cb: Optional[Handler],
@@ -614,11 +326,11 @@ def subscribe(
         deliver = js.connection.new_inbox()
         cfg = push_config(wanted, subject, name, queue, deliver)
         info, created = _create(js, stream, cfg, check)
-    consumer = js.push_consumer(stream, info.name)
-    caller = _Caller()
+    consumer = push_consumer(js, stream, info.name)
+    caller = Caller()
     try:
         if cb is not None:
-            handler = caller.wrap(cb if manual_ack or _acks_off(info) else auto_ack(cb))
+            handler = caller.wrap(cb if manual_ack or acks_off(info) else auto_ack(cb))
             # exclusive=False: ADR-15's binding checks were made above (a
             # consumer created here may have a plain subscriber on its deliver subject).
             ctx: "MessagesContext | ConsumeContext" = consumer.consume(handler, error_handler=error_handler, exclusive=False)
@@ -626,7 +338,7 @@ def subscribe(
             ctx = consumer.messages(error_handler=error_handler, exclusive=False)
     except BaseException:
         if created:
-            _delete_quietly(js, stream, info.name)
+            delete_quietly(js, stream, info.name)
         raise
     return PushSubscription(
         js, stream, info.name, subject, created, ctx, queue, lambda: info.name, caller, consumer.deliver_subject
@@ -634,7 +346,7 @@ def subscribe(
 
 
 def _subscribe_ordered(
-    js: "JetStream",
+    js: JsApi,
     subject: str,
     queue: Optional[str],
     cb: Optional[Handler],
@@ -646,7 +358,6 @@ def _subscribe_ordered(
     error_handler: Optional[Callable[[BaseException], Any]],
 ) -> PushSubscription:
     """subscribe(ordered_consumer=True): an OrderedConsumer read in the background or by next_msg()."""
-    from .ordered import OrderedConsumer
 
     if queue or durable:
         raise errors.InvalidOptionError("an ordered consumer takes no queue and no durable name (ADR-17)")
@@ -675,19 +386,10 @@ def _subscribe_ordered(
         inactive_threshold=extra.get("inactive_threshold") or cfg.inactive_threshold,
         headers_only=bool(extra.get("headers_only") or cfg.headers_only),
     )
-    caller = _Caller()
+    caller = Caller()
     ctx: Any = (
         oc.consume(caller.wrap(cb), error_handler=error_handler, **opts) if cb else oc.messages(error_handler=error_handler, **opts)
     )
     return PushSubscription(js, stream, oc.name or "", subject, False, ctx, None, lambda: oc.name, caller)
 
 
-def _acks_off(info: ConsumerInfo) -> bool:
-    return info.config is not None and info.config.ack_policy in (AckPolicy.NONE, "none")
-
-
-def _delete_quietly(js: "JetStream", stream: str, name: str) -> None:
-    try:
-        js.delete_consumer(stream, name)
-    except errors.JetStreamError as exc:
-        _log.debug("consumer %s/%s not deleted: %r", stream, name, exc)

@@ -20,7 +20,7 @@ import janus
 from .. import errors
 from .receiver import OPEN, STOPPED, WAKE, End, Receiver, Report
 from .._core.message import WPI, Msg, WireMsg, parse_header_block, pin_id, reply_bytes
-from ..options import StatusKind, Watchdog, classify_status
+from .protocol import StatusKind, Watchdog, classify_status
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._core.connection import Connection

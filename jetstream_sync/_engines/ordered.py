@@ -22,18 +22,17 @@ import datetime
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from .. import errors
 from .pull import FetchEngine, PullEngine, PullTarget
 from .receiver import Receiver
+from .._core.connection import Connection
+from .._core.jsapi import JsApi
 from .._core.message import Msg, ack_sequences, reply_bytes
 from ..models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
-from ..options import ConsumeOptions, FetchOptions, StatusKind, classify_status, pull_request
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .._core.connection import Connection
-    from ..jetstream import JetStream
+from ..options import ConsumeOptions, FetchOptions
+from .protocol import StatusKind, classify_status, pull_request
 
 _log = logging.getLogger("jetstream_sync._ordered")  # the logger name users configure, kept from before the move
 
@@ -54,7 +53,7 @@ _FATAL = (errors.StreamNotFoundError, errors.ConnectionClosedError, errors.Inval
 class OrderedState:
     """One ordered consumer's server consumer and read position."""
 
-    def __init__(self, js: "JetStream", stream: str, base: ConsumerConfig, prefix: str, max_reset_attempts: int) -> None:
+    def __init__(self, js: JsApi, stream: str, base: ConsumerConfig, prefix: str, max_reset_attempts: int) -> None:
         self.js = js
         self.stream = stream
         self._base = base  # deliver policy, filters … of the first consumer
@@ -211,7 +210,7 @@ class OrderedPullEngine(PullEngine):
     consumer instead of ending or re-pulling on the same one."""
 
     def __init__(
-        self, conn: "Connection", receiver: Receiver, target: PullTarget, opts: ConsumeOptions, state: OrderedState
+        self, conn: Connection, receiver: Receiver, target: PullTarget, opts: ConsumeOptions, state: OrderedState
     ) -> None:
         super().__init__(conn, receiver, target, opts)
         self._state = state
@@ -339,7 +338,7 @@ class OrderedFetchEngine(FetchEngine):
     before anything came is replaced once within the same fetch."""
 
     def __init__(
-        self, conn: "Connection", receiver: Receiver, target: PullTarget, opts: FetchOptions, state: OrderedState
+        self, conn: Connection, receiver: Receiver, target: PullTarget, opts: FetchOptions, state: OrderedState
     ) -> None:
         super().__init__(conn, receiver, target, opts)
         self._state = state

@@ -24,16 +24,8 @@ from .. import errors
 from .engine import ACK_WAIT_SHARE, SHUTDOWN_FLUSH, ConsumerTarget, ContinuousEngine, Engine, PinId
 from .receiver import OPEN, Receiver
 from .._core.message import Msg
-from ..options import (
-    ConsumeOptions,
-    FetchOptions,
-    StatusKind,
-    Watchdog,
-    pending_from_headers,
-    pull_request,
-    refill,
-    status_error,
-)
+from ..options import ConsumeOptions, FetchOptions
+from .protocol import StatusKind, Watchdog, pending_from_headers, pull_request, refill, status_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._core.connection import Connection

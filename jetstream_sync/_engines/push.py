@@ -29,7 +29,8 @@ from .. import errors
 from .engine import ConsumerTarget, ContinuousEngine, monotonic
 from .receiver import PullStats, Receiver
 from .._core.message import WireMsg, consumer_sequence, reply_bytes
-from ..options import PushOptions, Watchdog, status_error
+from ..options import PushOptions
+from .protocol import Watchdog, status_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._core.connection import Connection

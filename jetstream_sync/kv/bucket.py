@@ -19,9 +19,10 @@ import datetime
 import enum
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union, cast
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union, cast
 
 from .. import errors, options
+from .._core.jsapi import JsApi
 from ..contexts import MessagesContext
 from .._core.message import Msg
 from ..models import (
@@ -35,9 +36,6 @@ from ..models import (
 )
 from .._core.publish import check_line
 from ..ordered import OrderedConsumer
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..jetstream import JetStream
 
 __all__ = ["KeyValue", "KeyValueConfig", "KeyValueEntry", "KeyValueOp", "KeyValueStatus", "KeyWatcher"]
 
@@ -185,7 +183,7 @@ class KeyValue:
     sequences: they grow across the whole bucket, not per key.
     """
 
-    def __init__(self, js: "JetStream", info: StreamInfo) -> None:
+    def __init__(self, js: JsApi, info: StreamInfo) -> None:
         name = info.config.name or ""
         self._js = js
         self.stream_name = name

@@ -5,14 +5,12 @@ JetStream's key-value methods delegate to."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from .. import errors, options
+from .._core.jsapi import JsApi
 from .bucket import STREAM_PREFIX, KeyValue, KeyValueConfig, KeyValueStatus
 from ..models import DiscardPolicy, Placement, RePublish, StoreCompression, StreamConfig, StreamInfo
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..jetstream import JetStream
 
 _MAX_DUPLICATE_WINDOW = 120.0  # seconds; ADR-8: min(ttl, 2 minutes)
 
@@ -57,11 +55,10 @@ def kv_config(bucket: Any, config: Optional[KeyValueConfig], fields: Dict[str, A
 
 def stream_config(cfg: KeyValueConfig) -> StreamConfig:
     """The stream of a bucket, as ADR-8 lays it out (validated)."""
-    from ..jetstream import build_config
 
     ttl = cfg.ttl or 0.0
     marker = cfg.limit_marker_ttl
-    return build_config(StreamConfig, None, dict(
+    return options.build_config(StreamConfig, None, dict(
         name=STREAM_PREFIX + cfg.bucket,
         description=cfg.description,
         subjects=[f"$KV.{cfg.bucket}.>"],
@@ -87,7 +84,7 @@ def stream_config(cfg: KeyValueConfig) -> StreamConfig:
     ))  # fmt: skip
 
 
-def upsert_bucket(js: "JetStream", bucket: Any, config: Optional[KeyValueConfig], fields: Dict[str, Any], action: str) -> "KeyValue":
+def upsert_bucket(js: JsApi, bucket: Any, config: Optional[KeyValueConfig], fields: Dict[str, Any], action: str) -> "KeyValue":
     """create / update / create-or-update (``action`` "create", "update", "") a bucket."""
     cfg = kv_config(bucket, config, fields)
     scfg = stream_config(cfg)
@@ -101,12 +98,12 @@ def upsert_bucket(js: "JetStream", bucket: Any, config: Optional[KeyValueConfig]
         if action == "update":
             raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {cfg.bucket!r} not found") from exc
         return _create(js, cfg, scfg)
-    return KeyValue(js, stream.cached_info)
+    return KeyValue(js, stream)
 
 
-def _create(js: "JetStream", cfg: KeyValueConfig, scfg: StreamConfig) -> "KeyValue":
+def _create(js: JsApi, cfg: KeyValueConfig, scfg: StreamConfig) -> "KeyValue":
     try:
-        return KeyValue(js, js.create_stream(scfg).cached_info)
+        return KeyValue(js, js.create_stream(scfg))
     except errors.APIError as exc:
         if exc.err_code != errors.ErrorCode.STREAM_NAME_IN_USE:
             raise
@@ -114,7 +111,7 @@ def _create(js: "JetStream", cfg: KeyValueConfig, scfg: StreamConfig) -> "KeyVal
         if not _only_repairs_differ(existing, scfg):
             raise errors.BucketExistsError(exc.code, exc.err_code, f"bucket {cfg.bucket!r} exists with another configuration") from exc
     # A bucket of an older client (discard old, no direct get): bring it up to date.
-    return KeyValue(js, js.update_stream(scfg).cached_info)
+    return KeyValue(js, js.update_stream(scfg))
 
 
 def _only_repairs_differ(existing: StreamConfig, wanted: StreamConfig) -> bool:
@@ -123,13 +120,13 @@ def _only_repairs_differ(existing: StreamConfig, wanted: StreamConfig) -> bool:
     return all((have.get(k) or None) == (v or None) for k, v in want.items() if k not in ("discard", "allow_direct"))
 
 
-def _require_api_level(js: "JetStream", level: int, what: str) -> None:
+def _require_api_level(js: JsApi, level: int, what: str) -> None:
     have = getattr(js.account_info().api, "level", None) or 0
     if have < level:
         raise errors.InvalidOptionError(f"{what} needs a server with JetStream API level {level} (nats-server 2.11+), this one has {have}")
 
 
-def open_bucket(js: "JetStream", bucket: str) -> "KeyValue":
+def open_bucket(js: JsApi, bucket: str) -> "KeyValue":
     """A handle on an existing bucket; BucketNotFoundError / BadBucketError."""
     name = STREAM_PREFIX + options.kv_bucket(bucket)
     try:
@@ -141,20 +138,20 @@ def open_bucket(js: "JetStream", bucket: str) -> "KeyValue":
     return KeyValue(js, info)
 
 
-def delete_bucket(js: "JetStream", bucket: str) -> None:
+def delete_bucket(js: JsApi, bucket: str) -> None:
     try:
         js.delete_stream(STREAM_PREFIX + options.kv_bucket(bucket))
     except errors.StreamNotFoundError as exc:
         raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {bucket!r} not found") from exc
 
 
-def bucket_streams(js: "JetStream") -> List[StreamInfo]:
+def bucket_streams(js: JsApi) -> List[StreamInfo]:
     return [s for s in js.streams(subject="$KV.*.>") if (s.config.name or "").startswith(STREAM_PREFIX)]
 
 
-def bucket_names(js: "JetStream") -> List[str]:
+def bucket_names(js: JsApi) -> List[str]:
     return [n[len(STREAM_PREFIX) :] for n in js.stream_names(subject="$KV.*.>") if n.startswith(STREAM_PREFIX)]
 
 
-def bucket_statuses(js: "JetStream") -> List[KeyValueStatus]:
+def bucket_statuses(js: JsApi) -> List[KeyValueStatus]:
     return [KeyValueStatus(s.config.name[len(STREAM_PREFIX) :], s) for s in bucket_streams(js)]  # type: ignore[index]

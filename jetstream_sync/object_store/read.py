@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Deque, Optional
 
 from . import model as obj
 from .. import errors, options
+from .._core.jsapi import JsApi
 from .model import ObjectInfo, bucket_errors
 from ..kv.bucket import initial_done
 from ..ordered import OrderedConsumer
@@ -27,7 +28,6 @@ _PROBE_AFTER = 2.0  # seconds without a chunk before checking the object is stil
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..contexts import MessagesContext
-    from ..jetstream import JetStream
     from .._core.message import Msg
 
 __all__ = ["ObjectResult", "ObjectWatcher"]
@@ -61,7 +61,7 @@ class ObjectResult(io.RawIOBase):
     consumer. One reader at a time is expected; a lock keeps it consistent.
     """
 
-    def __init__(self, js: "JetStream", bucket: str, info: ObjectInfo, timeout: float) -> None:
+    def __init__(self, js: JsApi, bucket: str, info: ObjectInfo, timeout: float) -> None:
         super().__init__()
         self._info = info
         self._timeout = timeout
@@ -237,7 +237,7 @@ class ObjectWatcher:
     Runs on an ordered consumer: in order, exactly once, across reconnects."""
 
     def __init__(
-        self, js: "JetStream", bucket: str, history: bool, ignore_deletes: bool, updates_only: bool, listing: bool = False
+        self, js: JsApi, bucket: str, history: bool, ignore_deletes: bool, updates_only: bool, listing: bool = False
     ) -> None:
         for what, value in (("include_history", history), ("ignore_deletes", ignore_deletes),
                             ("updates_only", updates_only)):  # fmt: skip

@@ -18,13 +18,13 @@ import dataclasses
 import datetime
 import hashlib
 import json
-import threading
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
 
-from nats.nuid import NUID
 
 from . import model as obj
 from .. import errors, options
+from .._core.jsapi import JsApi
+from .._core.jspublish import next_nuid
 from .model import (
     ObjectInfo,
     ObjectLink,
@@ -36,9 +36,6 @@ from .model import (
     bucket_errors,
 )
 from .read import DEFAULT_CHUNK_TIMEOUT, ObjectResult, ObjectWatcher
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..jetstream import JetStream
 
 __all__ = [
     "ObjectStore",
@@ -58,13 +55,6 @@ _INFO_RACES = 64  # writers that may get in between before an info write gives u
 # Failures of an info write after which it surely was not stored.
 _REFUSED = (errors.APIError, errors.NoRespondersError, errors.PermissionDeniedError, errors.InvalidOptionError,
             errors.ObjectChangedError)  # fmt: skip
-_nuid = NUID()
-_nuid_lock = threading.Lock()  # NUID is not thread-safe
-
-
-def _next_nuid() -> str:
-    with _nuid_lock:
-        return _nuid.next().decode()
 
 
 def _claim(bucket: str, name: str, current: Optional[ObjectInfo], info: ObjectInfo, links_too: bool) -> ObjectInfo:
@@ -78,7 +68,7 @@ def _claim(bucket: str, name: str, current: Optional[ObjectInfo], info: ObjectIn
 # -- managing buckets (JetStream's object-store methods delegate here) -----------------------
 
 
-def upsert(js: "JetStream", config: ObjectStoreConfig, action: str) -> "ObjectStore":
+def upsert(js: JsApi, config: ObjectStoreConfig, action: str) -> "ObjectStore":
     """Create (``action`` "create"), update ("update") or either ("") a bucket."""
     scfg = config.stream_config()  # validates everything first
     bucket = config.bucket
@@ -99,23 +89,23 @@ def upsert(js: "JetStream", config: ObjectStoreConfig, action: str) -> "ObjectSt
                 stream = js.update_stream(scfg)
             except errors.StreamNotFoundError:
                 stream = js.create_stream(scfg)
-    return ObjectStore(js, bucket, stream.cached_info)
+    return ObjectStore(js, bucket, stream)
 
 
-def bind(js: "JetStream", bucket: str) -> "ObjectStore":
+def bind(js: JsApi, bucket: str) -> "ObjectStore":
     """A handle on an existing bucket; ObjectStoreNotFoundError otherwise."""
     options.object_store_name(bucket)
     with bucket_errors(bucket):
         return ObjectStore(js, bucket, js.stream_info(obj.stream_name(bucket)))
 
 
-def delete(js: "JetStream", bucket: str) -> None:
+def delete(js: JsApi, bucket: str) -> None:
     options.object_store_name(bucket)
     with bucket_errors(bucket):
         js.delete_stream(obj.stream_name(bucket))
 
 
-def statuses(js: "JetStream") -> List[ObjectStoreStatus]:
+def statuses(js: JsApi) -> List[ObjectStoreStatus]:
     """Every bucket's status (streams named OBJ_… holding chunk subjects)."""
     prefix = obj.STREAM_PREFIX
     return [
@@ -125,7 +115,7 @@ def statuses(js: "JetStream") -> List[ObjectStoreStatus]:
     ]
 
 
-def names(js: "JetStream") -> List[str]:
+def names(js: JsApi) -> List[str]:
     prefix = obj.STREAM_PREFIX
     return [n[len(prefix):] for n in js.stream_names(subject=obj.all_chunks("*")) if n.startswith(prefix)]
 
@@ -136,7 +126,7 @@ def names(js: "JetStream") -> List[str]:
 class ObjectStore:
     """One bucket. Thread-safe: every method may be called from any thread."""
 
-    def __init__(self, js: "JetStream", bucket: str, info: Any) -> None:
+    def __init__(self, js: JsApi, bucket: str, info: Any) -> None:
         self._js = js
         self.bucket = bucket
         self.stream_name = obj.stream_name(bucket)
@@ -226,7 +216,7 @@ class ObjectStore:
             metadata=options.string_map("metadata", base.metadata if metadata is None else metadata),
             options=ObjectMetaOptions(max_chunk_size=options.chunk_size(chunk_size, self._js.connection.max_payload)),
             bucket=self.bucket,
-            nuid=_next_nuid(),
+            nuid=next_nuid(),
         )
 
     def _send_chunks(self, subject: str, chunks: Iterator[bytes], chunk_size: int) -> Tuple[int, int, str]:
@@ -374,7 +364,7 @@ class ObjectStore:
         return self._add_link(name, ObjectLink(store.bucket))
 
     def _add_link(self, name: str, link: ObjectLink) -> ObjectInfo:
-        info = ObjectInfo(name=name, options=ObjectMetaOptions(link=link), bucket=self.bucket, nuid=_next_nuid())
+        info = ObjectInfo(name=name, options=ObjectMetaOptions(link=link), bucket=self.bucket, nuid=next_nuid())
         self._write_info(name, lambda current: _claim(self.bucket, name, current, info, links_too=False))
         return info
 
@@ -468,5 +458,5 @@ class ObjectStore:
         with bucket_errors(self.bucket):
             config = self._js.stream_info(self.stream_name).config
             config.sealed = True
-            self._stream_info = self._js.update_stream(config).cached_info
+            self._stream_info = self._js.update_stream(config)
         return ObjectStoreStatus.from_stream_info(self.bucket, self._stream_info)

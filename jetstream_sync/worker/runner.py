@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from .. import errors, options
+from ..client import Client, connect
 from .._core.connection import check_servers, redact_url
 from .signals import catch_signals
 from ..contexts import MessagesContext
@@ -83,8 +84,6 @@ class Worker:
         thread_exit: Optional[Callable[[], Any]] = None,
         **pull_options: Any,
     ) -> None:
-        from ..client import Client
-
         self._handler = options.handler("worker handler", handler)
         self._stream = options.name("stream", stream)
         self._consumer = options.name("consumer", consumer)
@@ -184,8 +183,6 @@ class Worker:
     def _run(self) -> int:
         client = self._client
         if client is None:
-            from ..client import connect
-
             where = ", ".join(redact_url(s) for s in self._servers)
             try:
                 self._connecting = True

@@ -379,7 +379,7 @@ def test_every_protocol_line_over_max_control_line_is_refused_and_the_client_sta
         "request": lambda: nc.request(near + "y" * 40, timeout=5),
         "JetStream publish": lambda: js.publish(near + "y" * 40, timeout=5),
         "JetStream API request": lambda: far_js.stream_names(),
-        "pull request": lambda: list(jss.Consumer(far_js, pull.cached_info).fetch(1, expires=1)),
+        "pull request": lambda: list(jss.Consumer(far_js._api, pull.cached_info).fetch(1, expires=1)),
         "push deliver subject": lambda: push.messages(),
         "inbox_prefix": lambda: jss.connect(server.url, inbox_prefix="i" * 300),
     }

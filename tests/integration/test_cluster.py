@@ -64,7 +64,7 @@ def test_messages_across_a_consumer_leader_change(cnc, replicas):
             msg = ctx.next(timeout=10)
             got.append(msg.metadata.sequence.stream)
             msg.ack()
-        js._api("CONSUMER.LEADER.STEPDOWN.C.c")
+        js._api.request("CONSUMER.LEADER.STEPDOWN.C.c")
         start = time.monotonic()
         while len(set(got)) < 20:
             msg = ctx.next(timeout=15)

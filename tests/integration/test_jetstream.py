@@ -32,17 +32,17 @@ def test_get_update_round_trip_changes_nothing(js, stream_name):
         duplicate_window=30.0,
         max_msgs_per_subject=5,
     )
-    raw_before = js._api(f"STREAM.INFO.{stream_name}")["config"]
+    raw_before = js._api.request(f"STREAM.INFO.{stream_name}")["config"]
     js.update_stream(js.stream_info(stream_name).config)
-    assert js._api(f"STREAM.INFO.{stream_name}")["config"] == raw_before
+    assert js._api.request(f"STREAM.INFO.{stream_name}")["config"] == raw_before
 
     js.create_consumer(
         stream_name, durable_name="d", max_batch=7, max_expires=3.0, priority_groups=["g"],
         priority_policy="overflow", backoff=[1.0, 2.0], max_deliver=5,
     )
-    raw_before = js._api(f"CONSUMER.INFO.{stream_name}.d")["config"]
+    raw_before = js._api.request(f"CONSUMER.INFO.{stream_name}.d")["config"]
     js.update_consumer(stream_name, js.consumer_info(stream_name, "d").config)
-    assert js._api(f"CONSUMER.INFO.{stream_name}.d")["config"] == raw_before
+    assert js._api.request(f"CONSUMER.INFO.{stream_name}.d")["config"] == raw_before
 
 
 def test_missing_stream_errors(js):
@@ -154,3 +154,15 @@ def test_domain_and_prefix(nc):
     assert nc.jetstream(domain="hub").api_prefix == "$JS.hub.API"
     with pytest.raises(jss.JetStreamNotEnabledError):
         nc.jetstream(domain="nowhere", timeout=1).account_info()
+
+
+def test_the_default_timeout_is_jss_default_and_none_is_refused_before_sending(nc, js, subj):
+    # None would mean "no limit", which a JetStream publish never does.
+    sent = nc.stats["out_msgs"]
+    for call in (lambda: js.publish(subj, b"x", timeout=None), lambda: js.publish_async(subj, b"x", timeout=None),
+                 lambda: js.publish_batch([(subj, b"x")], timeout=None), lambda: js.counter_add(subj, 1, timeout=None)):  # fmt: skip
+        with pytest.raises(jss.InvalidOptionError, match="timeout=None"):
+            call()
+    assert nc.stats["out_msgs"] == sent
+    assert js.publish(subj, b"x", timeout=jss.DEFAULT).seq == 1
+    assert js.publish(subj, b"y").seq == 2

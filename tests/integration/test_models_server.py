@@ -14,7 +14,7 @@ START = datetime.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
 
 
 def _raw_config(js: jss.JetStream, name: str) -> dict:
-    return js._api(f"STREAM.INFO.{name}")["config"]
+    return js._api.request(f"STREAM.INFO.{name}")["config"]
 
 
 def _assert_update_changes_nothing(js: jss.JetStream, name: str) -> None:
@@ -25,7 +25,7 @@ def _assert_update_changes_nothing(js: jss.JetStream, name: str) -> None:
     assert updated.cached_info.config.as_dict() == before
     assert _raw_config(js, name) == before
     # STREAM.LIST leaves out the server's dynamic metadata: compare with its own item.
-    raw_listed = {s["config"]["name"]: s["config"] for s in js._paged("STREAM.LIST", "streams")}
+    raw_listed = {s["config"]["name"]: s["config"] for s in js._api.paged("STREAM.LIST", "streams")}
     listed = {i.config.name: i for i in js.streams()}
     assert listed[name].config.as_dict() == raw_listed[name]
 
@@ -83,7 +83,7 @@ def test_server_stream_with_sources_and_transforms_round_trips(js, stream_name):
 
 def test_server_source_with_nanosecond_start_time_round_trips(js, stream_name):
     origin = _origin(js, stream_name)
-    js._api(
+    js._api.request(
         f"STREAM.CREATE.{stream_name}",
         {
             "name": stream_name,

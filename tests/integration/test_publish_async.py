@@ -120,7 +120,7 @@ def test_a_busy_loop_thread_slows_publish_async_only_for_a_bounded_time(js, stre
     busy elsewhere for a long while, 3,000 calls still return meanwhile, and
     every publish is acknowledged once it is free."""
     subj = f"{stream.name.lower()}.busy"
-    conn = js.connection
+    conn = js._api.connection  # the loop thread is kept busy from inside
     js.publish(subj, b"warm")  # the reply subscription exists; the subject is known
     started, busy_over = threading.Event(), threading.Event()
 

@@ -285,7 +285,7 @@ def test_purge_deletes_never_removes_a_value_put_after_the_marker(js, monkeypatc
     kv = js.create_key_value("SWEEP", history=5)
     kv.put("k", b"old")
     kv.delete("k")
-    purge_stream = js.purge_stream
+    purge_stream = js._api.purge_stream  # what the bucket calls
     armed = [True]
 
     def put_first(*args, **kwargs):
@@ -294,7 +294,7 @@ def test_purge_deletes_never_removes_a_value_put_after_the_marker(js, monkeypatc
             kv.put("k", b"new")
         return purge_stream(*args, **kwargs)
 
-    monkeypatch.setattr(js, "purge_stream", put_first)
+    monkeypatch.setattr(js._api, "purge_stream", put_first)
     assert kv.purge_deletes(older_than=older_than) == 1
     monkeypatch.undo()
     assert kv.get("k").value == b"new"

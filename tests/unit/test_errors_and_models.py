@@ -8,7 +8,7 @@ import pytest
 import jetstream_sync as jss
 from jetstream_sync._core.publish import publish_headers
 from jetstream_sync._core.publisher import parse_puback
-from jetstream_sync.jetstream import build_config, validate_name
+from jetstream_sync.options import build_config, validate_name
 
 
 @pytest.mark.parametrize(

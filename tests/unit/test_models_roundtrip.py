@@ -10,7 +10,7 @@ import pytest
 
 import jetstream_sync as jss
 from jetstream_sync import models
-from jetstream_sync.jetstream import build_config
+from jetstream_sync.options import build_config
 
 UTC = datetime.timezone.utc
 

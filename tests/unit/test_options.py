@@ -6,16 +6,8 @@ import pytest
 from freezegun import freeze_time
 
 import jetstream_sync as jss
-from jetstream_sync.options import (
-    StatusKind,
-    Watchdog,
-    classify_status,
-    consume_options,
-    fetch_options,
-    pending_from_headers,
-    pull_request,
-    refill,
-)
+from jetstream_sync.options import consume_options, fetch_options
+from jetstream_sync._engines.protocol import StatusKind, Watchdog, classify_status, pending_from_headers, pull_request, refill
 
 
 def test_consume_defaults():

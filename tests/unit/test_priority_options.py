@@ -16,10 +16,9 @@ from jetstream_sync.options import (
     pause_until,
     priority_config,
     priority_options,
-    pull_request,
-    refill,
     rfc3339,
 )
+from jetstream_sync._engines.protocol import pull_request, refill
 
 PINNED = ConsumerConfig(priority_groups=["A", "B"], priority_policy="pinned_client", priority_timeout=1.0)
 OVERFLOW = ConsumerConfig(priority_groups=["A"], priority_policy="overflow")
@@ -213,7 +212,7 @@ def test_pin_id_from_the_raw_header_block(hdr, pin):
 
 
 def test_consumer_config_validation_before_anything_is_sent():
-    from jetstream_sync.jetstream import build_config
+    from jetstream_sync.options import build_config
 
     with pytest.raises(jss.InvalidOptionError, match="priority_policy must be one of"):
         build_config(ConsumerConfig, None, {"priority_policy": "pinned", "priority_groups": ["A"]})

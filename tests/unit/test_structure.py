@@ -1,94 +1,323 @@
-"""The import structure: the connection core at the bottom of everything that
-talks to NATS, arrows only into it, and no module reading another's privates."""
+"""The layout of the package (DESIGN.md section 3), read from its source.
+
+Layers, lowest first; a module may import its own layer and those below:
+
+    0 errors, models                         leaves
+    1 options/                               every option's default and check
+    2 _core/                                 the connection core, the JetStream API
+    3 _engines/                              loop-side consumer engines, pull protocol
+    4 contexts consumer push ordered stream  the handles
+      subscriptions subscribe core
+    5 kv/ object_store/                      features built on the handles
+    6 jetstream client                       the entry points that compose it all
+    7 worker/ spark/ contrib/ _tools/        integrations and tools
+      __main__ and the package itself
+
+Each rule is a function over a package directory; every rule runs on the real
+package and on a small package written here with one fault in it, so a rule
+that could not fail would show.
+"""
 
 from __future__ import annotations
 
 import ast
+import textwrap
 from pathlib import Path
-from typing import Dict, Set
+from typing import Dict, Iterator, List, Set, Tuple
+
+import pytest
 
 PKG = Path(__file__).resolve().parents[2] / "jetstream_sync"
 
-# The core and what it is built from: none of them may import anything above.
-CORE = "_core.connection"
-BELOW_CORE = {"_core.loop", "_core.wire", "_core.outbox", "_core.publisher", "errors", "options", "models"}
+LAYERS: Tuple[Tuple[str, ...], ...] = (
+    ("errors", "models"),
+    ("options",),
+    ("_core",),
+    ("_engines",),
+    ("contexts", "consumer", "push", "ordered", "stream", "subscriptions", "subscribe", "core"),
+    ("kv", "object_store"),
+    ("jetstream", "client"),
+    ("worker", "spark", "contrib", "_tools", "__main__", ""),
+)
+# Imports inside functions that are allowed: the optional C accelerator.
+FUNCTION_IMPORTS_ALLOWED = {("_core.wire", "_core._speedups")}
+MAX_LINES = 600
+MAX_FUNCTION_LINES = 60
+LONG_FUNCTIONS_CHECKED_IN = ("_core", "_engines")
+# Modules that may touch nats-py or asyncio internals (private attributes).
+INTERNALS_ALLOWED = {"_core.wire", "_core.connection", "_core.loop", "_tools.server"}
 
 
-def dotted(path: Path) -> str:
-    parts = list(path.relative_to(PKG).with_suffix("").parts)
+# -- reading a package ------------------------------------------------------------------
+
+
+def dotted(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def runtime_imports(path: Path) -> Set[str]:
-    """Package modules imported by ``path`` at run time (TYPE_CHECKING blocks excluded)."""
+def modules(root: Path) -> Dict[str, Path]:
+    return {dotted(root, p): p for p in sorted(root.rglob("*.py"))}
+
+
+def layer(name: str) -> int:
+    head = name.split(".")[0]
+    for i, names in enumerate(LAYERS):
+        if head in names:
+            return i
+    raise AssertionError(f"module {name!r} is in no layer: add its folder to LAYERS and to DESIGN.md")
+
+
+class Import:
+    def __init__(self, target: str, line: int, in_function: bool, type_only: bool) -> None:
+        self.target, self.line, self.in_function, self.type_only = target, line, in_function, type_only
+
+
+def imports(root: Path, name: str, path: Path, known: Set[str]) -> Iterator[Import]:
+    """The package modules ``path`` imports, however (``from . import x`` of a module is x)."""
     tree = ast.parse(path.read_text())
-    here = dotted(path).split(".")
-    base = here if path.name == "__init__.py" else here[:-1]
-    found: Set[str] = set()
+    base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    if name == "":
+        base = []
 
-    def visit(nodes: list) -> None:
-        for node in nodes:
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                continue
-            if isinstance(node, ast.ImportFrom) and node.level >= 1:
-                root = base[: len(base) - (node.level - 1)]
-                if node.module:
-                    found.add(".".join([*root, node.module]))
-                else:
-                    found.update(".".join([*root, alias.name]) for alias in node.names)
-            for child in ast.iter_child_nodes(node):
-                visit([child])
+    def visit(node: ast.AST, in_function: bool, type_only: bool) -> Iterator[Import]:
+        for child in ast.iter_child_nodes(node):
+            f = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            t = type_only or (isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test))
+            if isinstance(child, ast.ImportFrom) and child.level >= 1:
+                at = base[: len(base) - (child.level - 1)] if child.level > 1 else base
+                mod = ".".join([*at, *(child.module.split(".") if child.module else [])])
+                for alias in child.names:
+                    sub = f"{mod}.{alias.name}" if mod else alias.name
+                    yield Import(sub if sub in known else mod, child.lineno, in_function, t)
+            elif isinstance(child, ast.ImportFrom) and child.module and child.module.split(".")[0] == root.name:
+                mod = ".".join(child.module.split(".")[1:])
+                for alias in child.names:
+                    sub = f"{mod}.{alias.name}" if mod else alias.name
+                    yield Import(sub if sub in known else mod, child.lineno, in_function, t)
+            elif isinstance(child, ast.Import):
+                for alias in child.names:
+                    if alias.name.split(".")[0] == root.name:
+                        yield Import(".".join(alias.name.split(".")[1:]), child.lineno, in_function, t)
+            yield from visit(child, f, t)
 
-    visit(tree.body)
+    yield from visit(tree, False, False)
+
+
+def graph(root: Path) -> Dict[str, List[Import]]:
+    mods = modules(root)
+    known = set(mods) | {dotted(root, p) for p in root.rglob("*.pyi")}  # compiled modules (_speedups)
+    return {name: [i for i in imports(root, name, path, known) if i.target != name] for name, path in mods.items()}
+
+
+# -- the rules ------------------------------------------------------------------------
+
+
+def upward_imports(root: Path) -> List[str]:
+    """Imports of a higher layer (type-only imports count too)."""
+    found = []
+    for name, edges in graph(root).items():
+        for edge in edges:
+            if edge.target and layer(edge.target) > layer(name):
+                found.append(f"{name or '__init__'}:{edge.line} imports {edge.target} (a higher layer)")
     return found
 
 
-def modules() -> Dict[str, Path]:
-    return {dotted(p): p for p in PKG.rglob("*.py") if dotted(p)}
+def cycles(root: Path) -> List[str]:
+    """Import cycles, type-only and function-level imports included. A
+    package's ``__init__`` re-exporting its own modules is no cycle of theirs."""
+    g = graph(root)
+    edges = {
+        n: {e.target for e in es if not (n == "" or e.target == "" or (e.target.startswith(n + ".") and "." not in e.target[len(n) + 1:]))}
+        for n, es in g.items()
+    }
+    found: List[str] = []
+    state: Dict[str, int] = {}
+    stack: List[str] = []
+
+    def walk(n: str) -> None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(edges.get(n, ())):
+            if state.get(m) == 1:
+                found.append(" -> ".join(stack[stack.index(m):] + [m]))
+            elif m not in state:
+                walk(m)
+        stack.pop()
+        state[n] = 2
+
+    for n in sorted(edges):
+        if n not in state:
+            walk(n)
+    return found
 
 
-def test_nothing_below_the_core_imports_above_it():
-    mods = modules()
-    allowed = BELOW_CORE | {"_core._speedups"}  # the parser's C accelerator
-    for name in BELOW_CORE:
-        above = runtime_imports(mods[name]) - allowed
-        assert not above, f"{name} imports {above}, which sit above the connection core"
+def function_imports(root: Path) -> List[str]:
+    """Package modules imported inside a function (they hide cycles)."""
+    return [
+        f"{name}:{e.line} imports {e.target} inside a function"
+        for name, edges in graph(root).items()
+        for e in edges
+        if e.in_function and (name, e.target) not in FUNCTION_IMPORTS_ALLOWED
+    ]
 
 
-def test_the_core_uses_only_what_is_below_it():
-    assert runtime_imports(modules()[CORE]) <= BELOW_CORE
-
-
-def test_engines_and_contexts_reach_nats_py_only_through_the_core():
-    for name in (
-        "client", "jetstream", "stream", "consumer", "contexts", "_engines.receiver", "_engines.engine",
-        "_engines.pull", "_engines.push", "_engines.ordered", "ordered", "push", "subscribe", "_core.direct",
-        "_core.message", "worker.signals",
-    ):  # fmt: skip
-        source = modules()[name].read_text()
-        assert "nats.aio.client" not in source or name in ("client", "_core.message"), name
-        assert "import nats.errors" not in source or name in ("jetstream", "_core.publish"), name
-
-
-def test_no_module_reads_another_modules_private_attributes():
-    """``x._name`` only for private names the module defines itself (on its
-    own classes' instances); nats-py, asyncio and gevent internals only in
-    _wire, _connection and _loop, where they are listed."""
-    for name, path in modules().items():
-        if name in ("_core.wire", "_core.connection", "_core.loop", "_tools.server"):
+def private_reads(root: Path) -> List[str]:
+    """``x._name`` where this module defines no ``_name`` of its own."""
+    found = []
+    for name, path in modules(root).items():
+        if name in INTERNALS_ALLOWED:
             continue
         tree = ast.parse(path.read_text())
-        defined = {
-            node.attr
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute) and ast.unparse(node.value) in ("self", "cls")
-        }
-        defined |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        defined = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and ast.unparse(n.value) in ("self", "cls")}
+        defined |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
                 base = ast.unparse(node.value)
                 # Flask documents _get_current_object() as the way to unwrap its proxies.
-                public_anyway = node.attr == "_get_current_object"
-                assert node.attr in defined or public_anyway or base.startswith("_futures_base"), (
-                    f"{name}.py:{node.lineno} reads {base}.{node.attr}, not defined in {name}.py"
-                )
+                if node.attr not in defined and node.attr != "_get_current_object" and not base.startswith("_futures_base"):
+                    found.append(f"{name}:{node.lineno} reads {base}.{node.attr}")
+    return found
+
+
+def mixins(root: Path) -> List[str]:
+    """Classes assembled from several of the package's own classes, and
+    ``cast(..., self)`` (how a mixin pretends to be its host). Extending a
+    foreign class beside one of ours (nats-py's models, pyspark's interfaces)
+    is not a mixin."""
+    ours = {n.name for p in modules(root).values() for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.ClassDef)}
+    found = []
+    for name, path in modules(root).items():
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(b) for b in node.bases]
+                own = [b for b in bases if b in ours]
+                if len(own) > 1 and not _exception_class(own):
+                    found.append(f"{name}:{node.lineno} class {node.name}({', '.join(bases)})")
+            if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("cast") and len(node.args) == 2:
+                if ast.unparse(node.args[1]) == "self":
+                    found.append(f"{name}:{node.lineno} casts self")
+    return found
+
+
+def _exception_class(bases: List[str]) -> bool:
+    """The exception tree joins its branches on purpose (NotFoundError and APIError)."""
+    return all(b.endswith(("Error", "Exception")) for b in bases)
+
+
+def long_modules(root: Path) -> List[str]:
+    """Modules over MAX_LINES without a ``Long:`` reason in their first 30 lines."""
+    found = []
+    for name, path in modules(root).items():
+        lines = path.read_text().splitlines()
+        if len(lines) > MAX_LINES and not any("Long:" in line for line in lines[:30]):
+            found.append(f"{name}: {len(lines)} lines and no 'Long:' reason at its top")
+    return found
+
+
+def long_functions(root: Path) -> List[str]:
+    """Functions over MAX_FUNCTION_LINES in _core/ and _engines/ without a ``# Long:`` comment."""
+    found = []
+    for name, path in modules(root).items():
+        if not name.startswith(LONG_FUNCTIONS_CHECKED_IN):
+            continue
+        lines = path.read_text().splitlines()
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                size = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                head = lines[node.lineno - 1 : node.lineno + 8]
+                if size > MAX_FUNCTION_LINES and not any("# Long:" in line for line in head):
+                    found.append(f"{name}:{node.lineno} {node.name} is {size} lines")
+    return found
+
+
+def one_meaning_per_name(root: Path) -> List[str]:
+    """A public top-level function name is defined once in the library layers
+    (entry points such as ``main`` in layer 7 may repeat)."""
+    seen: Dict[str, str] = {}
+    found = []
+    for name, path in modules(root).items():
+        if layer(name) >= len(LAYERS) - 1:
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                if node.name in seen:
+                    found.append(f"{node.name} is defined in {seen[node.name]} and in {name}")
+                seen.setdefault(node.name, name)
+    return found
+
+
+# Outside _core, only these reach nats-py: models (its API dataclasses, extended)
+# and core (CoreClient.async_client / run_async hand out nats-py's client).
+NATS_PY_ALLOWED = {"models", "core"}
+
+
+def nats_py_outside_the_core(root: Path) -> List[str]:
+    """nats-py is reached through _core only."""
+    found = []
+    for name, path in modules(root).items():
+        if name.startswith("_core") or name in NATS_PY_ALLOWED:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            mods = [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else (
+                [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            for mod in mods:
+                if mod.split(".")[0] == "nats":
+                    found.append(f"{name}:{node.lineno} imports {mod}")
+    return found
+
+
+def fork_hooks(root: Path) -> List[str]:
+    """``os.register_at_fork`` is called in one module only."""
+    where = [name for name, path in modules(root).items() if "register_at_fork(" in path.read_text()]
+    return [f"os.register_at_fork in {where}"] if len(where) > 1 else []
+
+
+RULES = [upward_imports, cycles, function_imports, private_reads, mixins, long_modules, long_functions,
+         one_meaning_per_name, nats_py_outside_the_core]  # fmt: skip
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.__name__)
+def test_the_package_keeps_the_rule(rule):
+    found = rule(PKG)
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.xfail(reason="three fork hooks are left (_core.connection, _core.loop, worker.shared): one module owns them next", strict=True)
+def test_the_package_has_one_fork_hook():
+    assert not fork_hooks(PKG)
+
+
+def test_every_module_sits_in_a_layer():
+    for name in modules(PKG):
+        layer(name)
+
+
+# -- each rule catches its fault --------------------------------------------------------
+
+BAD = {
+    "upward_imports": {"errors.py": "from .client import x\n", "client.py": "x = 1\n"},
+    "cycles": {"stream.py": "from . import consumer\n", "consumer.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import stream\n"},
+    "function_imports": {"client.py": "def f():\n    from . import errors\n", "errors.py": ""},
+    "private_reads": {"client.py": "def f(conn):\n    return conn._sock\n"},
+    "mixins": {"jetstream.py": "class Publishing:\n    pass\nclass Buckets:\n    pass\nclass JetStream(Publishing, Buckets):\n    pass\n"},
+    "long_modules": {"client.py": "x = 1\n" * (MAX_LINES + 1)},
+    "long_functions": {"_core/__init__.py": "", "_core/wire.py": "def f():\n" + "    x = 1\n" * MAX_FUNCTION_LINES},
+    "one_meaning_per_name": {"options/__init__.py": "def subject_covers(a, b):\n    pass\n",
+                             "_core/__init__.py": "", "_core/wire.py": "def subject_covers(a, b):\n    pass\n"},
+    "nats_py_outside_the_core": {"consumer.py": "import nats.errors\n"},
+    "fork_hooks": {"_core/__init__.py": "", "_core/loop.py": "import os\nos.register_at_fork(after_in_child=print)\n",
+                   "worker/__init__.py": "", "worker/shared.py": "import os\nos.register_at_fork(after_in_child=print)\n"},
+}
+
+
+@pytest.mark.parametrize("rule", [*RULES, fork_hooks], ids=lambda r: r.__name__)
+def test_the_rule_catches_its_fault(tmp_path, rule):
+    root = tmp_path / "jetstream_sync"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    for rel, text in BAD[rule.__name__].items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+    assert rule(root), f"{rule.__name__} found nothing in a package made to break it"

@@ -461,3 +461,14 @@ def test_str_data_that_utf8_cannot_carry_is_refused_clearly():
     assert options.as_bytes("hé") == "hé".encode()
     with pytest.raises(jss.InvalidOptionError, match="not valid UTF-8 text"):
         options.as_bytes("a\ud800b")  # a lone surrogate
+
+
+def test_default_sentinel_gives_the_context_default_and_none_is_no_limit():
+    # None means "no limit" everywhere; where a call must be bounded it is refused,
+    # and jss.DEFAULT (the default value) stands for the context's timeout.
+    assert options.timeout_or_default("timeout", jss.DEFAULT, 5.0) == 5.0
+    assert options.timeout_or_default("timeout", 2, 5.0) == 2.0
+    with pytest.raises(jss.InvalidOptionError, match="leave timeout out"):
+        options.timeout_or_default("timeout", None, 5.0)
+    assert repr(jss.DEFAULT) == "jetstream_sync.DEFAULT"
+    assert options.optional_timeout("timeout", None) is None  # where None is allowed, it means no limit

@@ -1,5 +1,6 @@
 """Publishing to JetStream: acknowledged, asynchronous, atomic batches and
-counters. Part of :class:`~jetstream_sync.JetStream` (split out by concept)."""
+counters. The base of the public JetStream context and of
+:class:`~jetstream_sync._core.jsapi.JsApi` (what handles and buckets publish with)."""
 
 from __future__ import annotations
 
@@ -7,36 +8,40 @@ import concurrent.futures
 import json
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from nats.nuid import NUID
 
-from . import errors, options
-from ._core.publish import check_publish, known_subject, publish_headers
-from .options import as_bytes
-from .models import PubAck, StoredMsg
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ._core.connection import Connection
+from .. import errors, options
+from ..models import PubAck
+from ..options import DEFAULT, DefaultType, as_bytes
+from .connection import Connection
+from .publish import check_publish, known_subject, publish_headers
 
 MAX_BATCH = 1000  # messages per atomic batch (the server's default limit, ADR-50)
 BatchItem = Union[Tuple[str, Union[bytes, str]], Tuple[str, Union[bytes, str], Optional[Dict[str, str]]]]
-_NUID = NUID()  # batch ids; NUID is not thread-safe
+_NUID = NUID()  # batch and object ids; NUID is not thread-safe
 _NUID_LOCK = threading.Lock()
 
 
-class Publishing:
-    """The publishing half of JetStream (mixed into it)."""
+def next_nuid() -> str:
+    """A unique id (22 characters, nats-py's NUID), from any thread."""
+    with _NUID_LOCK:
+        return _NUID.next().decode()
 
-    if TYPE_CHECKING:  # provided by JetStream (read-only properties there)
 
-        @property
-        def connection(self) -> "Connection": ...
+class JsPublisher:
+    """Publishing on one connection, with ``timeout`` (seconds) as the
+    default bound of each acknowledged publish."""
 
-        @property
-        def timeout(self) -> float: ...
+    def __init__(self, conn: Connection, timeout: float) -> None:
+        self._conn = conn
+        self._timeout = timeout
 
-        def get_msg(self, stream: str, seq: Optional[int] = None, last_by_subject: Optional[str] = None) -> StoredMsg: ...
+    @property
+    def timeout(self) -> float:
+        """Seconds each API request and acknowledged publish waits by default."""
+        return self._timeout
 
     def publish(
         self,
@@ -51,7 +56,7 @@ class Publishing:
         expected_last_msg_id: Optional[str] = None,
         expected_last_subject_seq_subject: Optional[str] = None,
         msg_ttl: Optional[float] = None,
-        timeout: Optional[float] = None,
+        timeout: Union[float, DefaultType] = DEFAULT,
     ) -> PubAck:
         """Publish to a stream and wait for its acknowledgement.
 
@@ -63,7 +68,7 @@ class Publishing:
         at least 1; the stream needs ``allow_msg_ttl``) removes the message
         after that long (ADR-43). A "no responders" reply is retried twice (ADR-22).
         """
-        conn = self.connection
+        conn = self._conn
         conn.loop_thread.check_usable()  # a blocking call: never on the loop thread
         t, payload, hdrs, hdr = self._prepare(
             subject, data, timeout, headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
@@ -85,7 +90,7 @@ class Publishing:
         expected_last_msg_id: Optional[str] = None,
         expected_last_subject_seq_subject: Optional[str] = None,
         msg_ttl: Optional[float] = None,
-        timeout: Optional[float] = None,
+        timeout: Union[float, DefaultType] = DEFAULT,
     ) -> "concurrent.futures.Future[PubAck]":
         """Publish without waiting; the Future resolves to the PubAck.
 
@@ -107,10 +112,10 @@ class Publishing:
             and expected_last_msg_id is None
             and expected_last_subject_seq_subject is None
             and msg_ttl is None
-            and timeout is None
+            and timeout is DEFAULT
             and known_subject(subject)
         ):  # the usual call: a subject already checked, bytes, no options (_prepare's checks, in short)
-            conn = self.connection
+            conn = self._conn
             conn.check()
             if len(data) <= conn.max_payload:
                 return conn.publisher().publish(subject, data, None, b"", self.timeout)
@@ -118,22 +123,22 @@ class Publishing:
             subject, data, timeout, headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
             expected_last_msg_id, expected_last_subject_seq_subject, msg_ttl,
         )  # fmt: skip
-        return self.connection.publisher().publish(subject, payload, hdrs, hdr, t)
+        return self._conn.publisher().publish(subject, payload, hdrs, hdr, t)
 
     def _prepare(
-        self, subject: str, data: Union[bytes, str], timeout: Optional[float], headers: Optional[Dict[str, str]],
+        self, subject: str, data: Union[bytes, str], timeout: Union[float, DefaultType], headers: Optional[Dict[str, str]],
         *expectations: Any,
     ) -> Tuple[float, bytes, Optional[Dict[str, str]], bytes]:
         """Checks in the calling thread: (timeout, payload, headers, header block)."""
-        conn = self.connection
+        conn = self._conn
         conn.check()
-        t = self.timeout if timeout is None else options.duration("timeout", timeout)
+        t = options.timeout_or_default("timeout", timeout, self.timeout)
         # No headers and no expectations (the common case): skip building them.
         hdrs = None if headers is None and expectations.count(None) == len(expectations) else publish_headers(headers, *expectations)
         payload = data if type(data) is bytes else as_bytes(data)
         return t, payload, hdrs, check_publish(conn, subject, payload, hdrs)
 
-    def publish_batch(self, messages: Iterable[BatchItem], *, timeout: Optional[float] = None) -> PubAck:
+    def publish_batch(self, messages: Iterable[BatchItem], *, timeout: Union[float, DefaultType] = DEFAULT) -> PubAck:
         """Atomic batch publish (ADR-50; the stream needs ``allow_atomic``,
         server 2.12+): every message is stored, or none.
 
@@ -142,15 +147,14 @@ class Publishing:
         anything is sent. Returns the PubAck of the commit (``batch_id``,
         ``batch_size``); a refused batch raises APIError.
         """
-        conn = self.connection
+        conn = self._conn
         conn.check()
         conn.loop_thread.check_usable()
-        t = self.timeout if timeout is None else options.duration("timeout", timeout)
+        t = options.timeout_or_default("timeout", timeout, self.timeout)
         items = list(messages) if not isinstance(messages, (str, bytes)) else None
         if not items or len(items) > MAX_BATCH:
             raise errors.InvalidOptionError(f"publish_batch takes 1 to {MAX_BATCH} (subject, data[, headers]) tuples")
-        with _NUID_LOCK:
-            batch_id = _NUID.next().decode()
+        batch_id = next_nuid()
         prepared = []
         for seq, item in enumerate(items, 1):
             if not isinstance(item, tuple) or len(item) not in (2, 3):
@@ -175,7 +179,7 @@ class Publishing:
         return PubAck.from_response(resp)
 
     async def _apublish_batch(self, prepared: List[Tuple[str, bytes, Dict[str, str]]], timeout: float) -> Dict[str, Any]:
-        conn = self.connection
+        conn = self._conn
         for subject, payload, hdrs in prepared[:-1]:
             await conn.apublish(subject, payload, headers=hdrs)
         subject, payload, hdrs = prepared[-1]
@@ -185,7 +189,7 @@ class Publishing:
             raise errors.APIError.from_error(resp["error"])
         return resp
 
-    def counter_add(self, subject: str, delta: int = 1, *, timeout: Optional[float] = None) -> int:
+    def counter_add(self, subject: str, delta: int = 1, *, timeout: Union[float, DefaultType] = DEFAULT) -> int:
         """Add ``delta`` (any size, may be negative) to the counter on
         ``subject`` and return its new value (ADR-49; the stream needs
         ``allow_msg_counter``, server 2.12+)."""
@@ -196,29 +200,21 @@ class Publishing:
             raise errors.JetStreamError(f"stream {ack.stream!r} did not answer with a counter value")
         return int(ack.val)
 
-    def counter_get(self, stream: str, subject: str) -> int:
-        """The value of the counter on ``subject`` (MsgNotFoundError if it has none)."""
-        msg = self.get_msg(stream, last_by_subject=options.subject(subject))  # one counter: no wildcards
-        try:
-            return int(json.loads(msg.data)["val"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise errors.JetStreamError(f"the last message on {subject!r} is not a counter value") from exc
-
     def set_publish_async_max_pending(self, max_pending: int) -> None:
         """Size of the publish_async window, shared by every JetStream
         context of this Client (one publisher per connection)."""
-        self.connection.publisher().set_max_pending(max_pending)
+        self._conn.publisher().set_max_pending(max_pending)
 
     @property
     def publish_async_pending(self) -> int:
         """publish_async calls of this Client not yet acknowledged."""
-        conn = self.connection
+        conn = self._conn
         return conn.publisher().pending if conn.has_publisher else 0
 
     def publish_async_complete(self, timeout: Optional[float] = None) -> bool:
         """Block until every publish_async of this Client is resolved; False on timeout."""
         t = options.optional_timeout("timeout", timeout)
-        conn = self.connection
+        conn = self._conn
         if not conn.has_publisher:
             return True
         return conn.publisher().wait_complete(t)

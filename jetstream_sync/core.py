@@ -1,0 +1,386 @@
+"""Core NATS from user threads: CoreClient (publish, request, subscribe,
+flush, drain, close) and Subscription. Client (``client.py``) adds the
+JetStream context on top; the JetStream context refers back to this part."""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import logging
+import threading
+from typing import (
+    Any, Awaitable, Callable, Deque, Dict, Iterator, Optional, TypeVar,
+)
+
+from nats.aio.client import Client as _NatsClient
+
+from . import errors, options
+from .options import as_bytes
+from ._core.connection import Connection, Resource
+from ._core.message import Msg, WireMsg
+
+__all__ = ["CoreClient", "Subscription"]
+
+T = TypeVar("T")
+_log = logging.getLogger("jetstream_sync.client")  # the logger name users configure, kept from before the split
+
+# nats-py's defaults for a subscription's unread backlog.
+DEFAULT_PENDING_MSGS_LIMIT = 512 * 1024
+DEFAULT_PENDING_BYTES_LIMIT = 128 * 1024 * 1024
+
+
+class CoreClient:
+    """A NATS connection usable from any number of threads: everything of
+    :class:`~jetstream_sync.Client` but its JetStream context.
+
+    Every method blocks the calling thread only; the connection itself is
+    driven by a background loop thread.
+    """
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def __repr__(self) -> str:
+        state = "closed" if self.is_closed else ("connected" if self.is_connected else "disconnected")
+        return f"<jetstream_sync.Client {state} {self.connected_url or ''}>".replace(" >", ">")
+
+    # -- state ----------------------------------------------------------------
+
+    @property
+    def is_connected(self) -> bool:
+        return self._conn.is_connected
+
+    @property
+    def is_closed(self) -> bool:
+        return self._conn.is_closed
+
+    @property
+    def is_reconnecting(self) -> bool:
+        return self._conn.is_reconnecting
+
+    @property
+    def connected_url(self) -> Optional[str]:
+        """The server URL connected to, without any password."""
+        return self._conn.connected_url
+
+    @property
+    def max_payload(self) -> int:
+        return self._conn.max_payload
+
+    @property
+    def stats(self) -> Dict[str, int]:
+        """nats-py connection counters plus ``ack_errors`` (acks that could not be sent)."""
+        return self._conn.stats
+
+    @property
+    def async_client(self) -> _NatsClient:
+        """The underlying nats-py client; only touch it on the loop thread."""
+        nc = self._conn.nc
+        if nc is None:
+            raise errors.ConnectionClosedError("not connected")
+        return nc
+
+    # -- calls --------------------------------------------------------------
+
+    def publish(
+        self,
+        subject: str,
+        data: bytes = b"",
+        *,
+        reply: str = "",
+        headers: Optional[Dict[str, str]] = None,
+    ) -> None:
+        """Publish a core NATS message (no JetStream acknowledgement)."""
+        conn = self._conn
+        conn.check()
+        payload = as_bytes(data)
+        options.subject(subject)
+        if reply:
+            options.subject(reply, what="reply subject")
+        hdr = options.header_block(headers) if headers else b""
+        options.control_line(subject, reply)
+        options.payload_size(len(hdr) + len(payload), conn.max_payload)
+        conn.run(conn.apublish(subject, payload, reply, headers), 30.0)
+
+
+    def request(
+        self,
+        subject: str,
+        data: bytes = b"",
+        *,
+        timeout: float = 1.0,
+        headers: Optional[Dict[str, str]] = None,
+    ) -> Msg:
+        """Send a request and block up to ``timeout`` seconds for the reply.
+
+        Raises :class:`TimeoutError` when no reply came,
+        :class:`NoRespondersError` when nobody is subscribed and
+        :class:`PermissionDeniedError` when the server refuses the subject.
+        """
+        conn = self._conn
+        conn.check()
+        conn.loop_thread.check_usable()  # a blocking call: never on the loop thread
+        t = options.duration("timeout", timeout)
+        payload = as_bytes(data)
+        options.subject(subject)
+        hdr = options.header_block(headers) if headers else b""
+        options.control_line(subject, reply_room=conn.reply_room)
+        options.payload_size(len(hdr) + len(payload), conn.max_payload)
+        # Pipelined like publish_async: one shared reply inbox, no task per call.
+        return conn.requester(WireMsg).publish_and_wait(subject, payload, headers, hdr, t)  # type: ignore[no-any-return]
+
+    def subscribe(
+        self,
+        subject: str,
+        queue: str = "",
+        cb: Optional[Callable[[Msg], Any]] = None,
+        *,
+        pending_msgs_limit: int = DEFAULT_PENDING_MSGS_LIMIT,
+        pending_bytes_limit: int = DEFAULT_PENDING_BYTES_LIMIT,
+    ) -> "Subscription":
+        """Subscribe to a core NATS subject; read with ``next_msg()`` or iterate,
+        or pass ``cb``.
+
+        ``cb(msg)`` runs on a worker thread of this subscription, one message
+        at a time in order, so it may block and call this API (``msg.respond()``
+        included). An exception it raises is logged with its traceback and
+        passed to the connection's ``error_cb``; the next message still comes.
+        ``unsubscribe()`` stops it after the current message, ``drain()``
+        after the messages already received. ``async def`` callbacks are
+        refused: use ``run_async`` or nats-py for those.
+
+        At most ``pending_msgs_limit`` messages / ``pending_bytes_limit``
+        bytes wait unread (nats-py's defaults); beyond that messages are
+        dropped, counted in :attr:`Subscription.dropped` and reported to the
+        connection's ``error_cb`` as :class:`SlowConsumerError`.
+
+        A subscription the server refuses (permissions) ends at once:
+        ``next_msg()`` and iteration raise :class:`PermissionDeniedError`, a
+        callback is no longer called (logged), and ``error_cb`` gets the error.
+        """
+        conn = self._conn
+        conn.check()
+        options.subject(subject, wildcards=True)
+        if queue:
+            options.name("queue group", queue)
+        options.control_line(subject, queue)  # SUB <subject> <queue> <sid>
+        options.handler("cb", cb, optional=True)
+        sub = Subscription(conn, subject, _limit("pending_msgs_limit", pending_msgs_limit),
+                           _limit("pending_bytes_limit", pending_bytes_limit))
+        conn.register(sub)
+        try:
+            sub._sid = conn.run(conn.subscribe(subject, sub._on_msg, queue, denied=sub._end), 10.0)
+        except BaseException:
+            conn.unregister(sub)
+            raise
+        if cb is not None:
+            sub._start_callback(cb)
+        return sub
+
+    def run_async(self, fn: Callable[[_NatsClient], Awaitable[T]], timeout: Optional[float] = 30.0) -> T:
+        """The escape hatch to nats-py: ``await fn(nats_py_client)`` on the
+        loop thread and return its result, within ``timeout`` seconds (None:
+        no limit; on timeout the work is cancelled and TimeoutError raised).
+
+        For what this API lacks, e.g.
+        ``nc.run_async(lambda c: c.subscribe("x", cb=on_msg))``. ``fn`` runs
+        on the loop thread: it must not block, nor call this blocking API
+        (that raises DeadlockError); nats-py errors are translated as
+        everywhere else (the original is ``__cause__``).
+        """
+        conn = self._conn
+        conn.check()
+        t = options.optional_timeout("timeout", timeout)
+        if not callable(fn):
+            raise errors.InvalidOptionError(f"fn must be callable, got {fn!r}")
+        nc = self.async_client
+
+        async def call() -> T:
+            result = fn(nc)
+            if not inspect.isawaitable(result):
+                raise errors.InvalidOptionError("fn(client) must return a coroutine (use an async def or a lambda)")
+            return await result
+
+        return conn.run(call(), t)
+
+    def new_inbox(self) -> str:
+        """A unique inbox subject (``_INBOX.<nuid>``, or the connection's inbox prefix)."""
+        return self._conn.new_inbox()
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Send everything queued (acks included) and wait for the server's PONG."""
+        conn = self._conn
+        conn.check()
+        t = options.duration("timeout", timeout)
+        conn.run(conn.aflush(t), t + 1.0)
+
+    # -- shutdown -------------------------------------------------------------
+
+    def drain(self, timeout: float = 30.0) -> None:
+        """Stop every context (unread buffers NAK'd) and subscription, send
+        everything queued, drain the connection, then close. Bounded by ``timeout``."""
+        self._conn.close(options.duration("timeout", timeout), drain=True)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop every context (unread buffers NAK'd), send queued acks and
+        publishes, close the connection and stop the loop thread. Idempotent."""
+        self._conn.close(options.duration("timeout", timeout))
+
+    def __enter__(self) -> "CoreClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _limit(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise errors.InvalidOptionError(f"{name} must be an integer >= 0 (0: no limit), got {value!r}")
+    return value
+
+
+class Subscription(Resource):
+    """A core NATS subscription read from user threads.
+
+    Any thread may read; close/drain of the client ends iteration and
+    releases ``next_msg`` within moments.
+    """
+
+    def __init__(self, conn: Connection, subject: str, max_msgs: int, max_bytes: int) -> None:
+        self._conn = conn
+        self.subject = subject
+        self._sid: Optional[int] = None
+        self._max_msgs = max_msgs
+        self._max_bytes = max_bytes
+        # Filled by the loop thread, emptied by readers; under _cond.
+        self._cond = threading.Condition(threading.Lock())
+        self._items: Deque[Msg] = collections.deque()
+        self._bytes = 0
+        self._ended: Optional[BaseException] = None
+        self._slow = False  # in a slow-consumer episode (report once per episode)
+        self.dropped = 0
+        self._cb_thread: Optional[threading.Thread] = None  # set once, before any message is read
+
+    def _start_callback(self, cb: Callable[[Msg], Any]) -> None:
+        self._cb_thread = threading.Thread(
+            target=self._run_callback, args=(cb,), name=f"jetstream-sync-sub-{self.subject}", daemon=True
+        )
+        self._cb_thread.start()
+
+    def _run_callback(self, cb: Callable[[Msg], Any]) -> None:
+        """The callback thread: one message at a time, until the subscription ends."""
+        while True:
+            try:
+                msg = self._take(None)
+            except errors.PermissionDeniedError as exc:  # error_cb has it; say why the callback stopped
+                _log.warning("subscription on %r ended: %s", self.subject, exc)
+                return
+            except errors.JetStreamError:
+                return
+            try:
+                cb(msg)
+            except Exception as exc:
+                _log.warning("subscription callback raised for %s", msg.subject, exc_info=exc)
+                self._conn.report_error(exc, log=False)
+
+    def __repr__(self) -> str:
+        return f"<jetstream_sync.Subscription {self.subject!r}>"
+
+    def _on_msg(self, subject: bytes, reply: bytes, data: bytes, hdrs: Optional[bytes]) -> None:
+        """Loop thread: queue one message, within the pending limits."""
+        msg = WireMsg(subject, reply, data, self._conn, hdrs)
+        size = len(data)
+        with self._cond:
+            full = (self._max_msgs and len(self._items) >= self._max_msgs) or (
+                self._max_bytes and self._bytes + size > self._max_bytes
+            )
+            if full:
+                self.dropped += 1
+                report = not self._slow
+                self._slow = True
+            else:
+                report = False
+                self._slow = False
+                self._items.append(msg)
+                self._bytes += size
+                self._cond.notify()
+        if report:
+            self._conn.report_error(
+                errors.SlowConsumerError(f"slow consumer on {self.subject!r}: pending limit reached, dropping messages")
+            )
+
+    def next_msg(self, timeout: Optional[float] = 1.0) -> Msg:
+        """The next message; raises TimeoutError after ``timeout`` seconds
+        (None: no limit), PermissionDeniedError if the server refused the
+        subscription and ConnectionClosedError once it ended otherwise."""
+        self._conn.check_fork()
+        t = options.optional_timeout("timeout", timeout)
+        if self._cb_thread is not None:
+            raise errors.InvalidOptionError("this subscription has a callback: its messages go to it")
+        return self._take(t)
+
+    def _take(self, t: Optional[float]) -> Msg:
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._items or self._ended is not None, t):
+                assert t is not None  # only a bounded wait times out
+                raise errors.TimeoutError("no message within %.3fs" % t)
+            if self._items:
+                msg = self._items.popleft()
+                self._bytes -= len(msg.data)
+                return msg
+            if isinstance(self._ended, errors.PermissionDeniedError):
+                raise self._ended
+            raise errors.ConnectionClosedError("subscription is closed") from self._ended
+
+    def pending(self) -> int:
+        """Messages received and not yet read."""
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Msg]:
+        while True:
+            try:
+                yield self.next_msg(timeout=None)
+            except errors.ConnectionClosedError:
+                return
+
+    def _end(self, error: BaseException, discard: bool = False) -> None:
+        with self._cond:
+            if self._ended is None:
+                self._ended = error
+            if discard and self._cb_thread is not None:  # a callback gets nothing more
+                self._items.clear()
+                self._bytes = 0
+            self._cond.notify_all()
+
+    def unsubscribe(self) -> None:
+        """Remove interest; messages already received stay readable (with a
+        callback: it stops after the message in hand)."""
+        self._remove_interest(drain=False, timeout=5.0)
+        self._end(errors.ConnectionClosedError("unsubscribed"), discard=True)
+
+    def drain(self, timeout: float = 5.0) -> bool:
+        """Remove interest once what the server already sent has arrived; a
+        callback handles all of it, and this waits (up to ``timeout``) until
+        it did. True when everything was handled in time."""
+        t = options.duration("timeout", timeout)
+        self._remove_interest(drain=True, timeout=t)
+        self._end(errors.ConnectionClosedError("drained"))
+        thread = self._cb_thread
+        if thread is None or thread is threading.current_thread():
+            return True
+        thread.join(t)
+        return not thread.is_alive()
+
+    def _remove_interest(self, drain: bool, timeout: float) -> None:
+        if self._ended is not None:
+            return
+        conn = self._conn
+        if self._sid is not None and not conn.closing:
+            try:
+                conn.run(conn.unsubscribe(self._sid, drain=drain, timeout=timeout), timeout + 1.0)
+            except errors.ConnectionClosedError:
+                pass
+        conn.unregister(self)
+
+    def connection_closing(self, error: BaseException) -> None:
+        self._end(error, discard=True)

@@ -1,0 +1,148 @@
+"""The checks of key-value buckets (ADR-8, ADR-48) and object stores
+(ADR-20): bucket and key names, history, replicas, TTLs, chunk sizes."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from .. import errors
+from .checks import MAX_NAME_LEN, control_line, count, duration, header_block, payload_size, reply_room, subject
+
+# Key-value buckets (ADR-8, ADR-48)
+
+KV_MAX_HISTORY = 64
+MAX_REPLICAS = 5
+MIN_MSG_TTL = 1.0  # ADR-43: the server refuses a Nats-TTL or marker TTL below 1 s
+_KV_BUCKET = re.compile(r"[a-zA-Z0-9_-]+")
+_KV_KEY = re.compile(r"[-/_=.a-zA-Z0-9]+")
+_KV_FILTER = re.compile(r"[-/_=.a-zA-Z0-9*>]+")
+
+
+def kv_bucket(value: Any) -> str:
+    """A bucket name: 1+ of A-Z a-z 0-9 _ - (its stream ``KV_<bucket>`` is a valid name)."""
+    if not isinstance(value, str) or not _KV_BUCKET.fullmatch(value):
+        raise errors.InvalidBucketNameError(f"bucket name must be 1+ of A-Z, a-z, 0-9, '_', '-', got {value!r}")
+    if len(value) + 3 > MAX_NAME_LEN:
+        raise errors.InvalidBucketNameError(f"bucket name must be at most {MAX_NAME_LEN - 3} characters, got {len(value)}")
+    return value
+
+
+def kv_key(value: Any, *, wildcards: bool = False) -> str:
+    """A key: '.'-separated non-empty tokens of A-Z a-z 0-9 - / _ = . With
+    ``wildcards`` (watch and keys filters) '*' may be a whole token and '>'
+    the whole last token."""
+    pattern = _KV_FILTER if wildcards else _KV_KEY
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        allowed = "A-Z, a-z, 0-9, '-', '/', '_', '=', '.'" + (" and wildcards" if wildcards else "")
+        raise errors.InvalidKeyError(f"key must be 1+ of {allowed}, got {value!r}")
+    try:
+        subject(value, what="key", wildcards=wildcards)
+    except errors.InvalidOptionError as exc:
+        raise errors.InvalidKeyError(str(exc)) from None
+    return value
+
+
+def kv_history(value: Any) -> int:
+    """Values kept per key: an integer from 1 to 64."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= KV_MAX_HISTORY:
+        raise errors.InvalidOptionError(f"history must be an integer from 1 to {KV_MAX_HISTORY}, got {value!r}")
+    return value
+
+
+def kv_replicas(value: Any) -> int:
+    """A replica count the server accepts (1-5), for buckets and object stores."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_REPLICAS:
+        raise errors.InvalidOptionError(f"replicas must be an integer from 1 to {MAX_REPLICAS}, got {value!r}")
+    return value
+
+
+def optional_size(name: str, value: Any) -> Optional[int]:
+    """None (no limit) or a byte count >= 1."""
+    return None if value is None else count(name, value)
+
+
+def msg_ttl(name: str, value: Any) -> str:
+    """A ``Nats-TTL`` header value from seconds (>= 1): a Go duration string."""
+    seconds = duration(name, value, minimum=MIN_MSG_TTL)
+    return f"{int(seconds)}s" if seconds.is_integer() else f"{round(seconds * 1000)}ms"
+
+
+def string_map(name: str, value: Any) -> Optional[Dict[str, str]]:
+    """None or a dict of str to str (stream metadata)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise errors.InvalidOptionError(f"{name} must be a mapping of str to str, got {value!r}")
+    return dict(value)
+
+
+# -- object store (ADR-20) --
+
+OBJECT_STREAM_PREFIX = "OBJ_"
+
+
+def object_store_name(value: Any) -> str:
+    """A bucket name (ADR-20 ``restricted-term``): 1 or more of A-Z, a-z, 0-9,
+    '-', '_', short enough for the stream name ``OBJ_<bucket>``."""
+    limit = MAX_NAME_LEN - len(OBJECT_STREAM_PREFIX)
+    if not isinstance(value, str) or not _KV_BUCKET.fullmatch(value) or len(value) > limit:
+        raise errors.InvalidObjectStoreNameError(
+            f"object store name must be 1-{limit} characters of A-Z, a-z, 0-9, '-', '_', got {value!r}"
+        )
+    return value
+
+
+def object_name(value: Any, prefix_len: int = 0) -> str:
+    """An object name: any non-empty text. It travels URL-safe base64 encoded
+    after a ``prefix_len``-byte subject prefix, which must fit the control line."""
+    if not isinstance(value, str) or not value:
+        raise errors.InvalidObjectNameError(f"object name must be a non-empty string, got {value!r}")
+    try:
+        raw = value.encode()
+    except UnicodeEncodeError:
+        raise errors.InvalidObjectNameError(f"object name is not valid UTF-8 text: {value!r}") from None
+    try:
+        control_line("x" * (prefix_len + 4 * math.ceil(len(raw) / 3)), reply_room=reply_room())
+    except errors.InvalidOptionError:
+        raise errors.InvalidObjectNameError(f"object name is too long for a subject ({len(raw)} bytes)") from None
+    return value
+
+
+def chunk_size(value: Any, max_payload: Optional[int]) -> int:
+    """Bytes per chunk: an integer >= 1, at most the server's max_payload."""
+    size = count("chunk_size", value)
+    payload_size(size, max_payload, f"chunk_size {size}")
+    return size
+
+
+def optional_text(what: str, value: Any) -> Optional[str]:
+    """None or a str (descriptions)."""
+    if value is not None and not isinstance(value, str):
+        raise errors.InvalidOptionError(f"{what} must be a string, got {value!r}")
+    return value
+
+
+def object_headers(value: Any) -> Optional[Dict[str, List[str]]]:
+    """None or object headers as nats.go stores them: name -> list of values
+    (a str value is a one-item list); checked as message headers are."""
+    if value is None:
+        return None
+    header_block(value)  # names are tokens, values str without CR/LF
+    return {k: [v] if isinstance(v, str) else list(v) for k, v in value.items()}
+
+
+def object_store_limits(ttl: Any, max_bytes: Any, replicas: Any, compression: Any) -> Tuple[float, int, int]:
+    """An object store's (ttl seconds, 0 = keep forever; max_bytes, -1 = no
+    limit, None and 0 mean -1 as in nats.go; replicas 1-5)."""
+    age = 0.0 if ttl is None else duration("ttl", ttl, allow_zero=True, none_means="no limit")
+    if max_bytes is None:
+        max_bytes = -1
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < -1:
+        raise errors.InvalidOptionError(f"max_bytes must be an integer >= 1 or -1 (no limit), got {max_bytes!r}")
+    limit = max_bytes or -1  # 0 means no limit, as in nats.go
+    replicas = kv_replicas(replicas)
+    if not isinstance(compression, bool):
+        raise errors.InvalidOptionError(f"compression must be a bool, got {compression!r}")
+    return age, limit, replicas
