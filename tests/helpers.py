@@ -251,3 +251,84 @@ def make_tls_files(directory, key_password: bytes = b"") -> dict:
         with open(paths[label], "wb") as f:
             f.write(pem)
     return paths
+
+
+def timed(fn):
+    """Run ``fn()``; return (exception or None, seconds taken)."""
+    t0 = time.monotonic()
+    try:
+        fn()
+    except BaseException as exc:  # noqa: BLE001 - the test inspects it
+        return exc, time.monotonic() - t0
+    return None, time.monotonic() - t0
+
+
+def config_server(tmp_path, name, body):
+    """A NatsServer started with a config file ``body`` (``{port}`` and
+    ``{store}`` filled in). JetStream comes from the config's ``jetstream``
+    block (the server refuses -sd next to a config store_dir), so NatsServer's
+    own -js/-sd flags are off; its -a/-p name the config's address."""
+    from jetstream_sync._tools.server import NatsServer, free_port
+
+    port = free_port()
+    store = tmp_path / f"{name}-store"
+    store.mkdir()
+    cfg = tmp_path / f"{name}.conf"
+    cfg.write_text(body.replace("{port}", str(port)).replace("{store}", str(store)))
+    return NatsServer(port=port, store_dir=str(store), jetstream=False, args=["-c", str(cfg)]).start()
+
+
+def assert_client_works(nc, js, subj):
+    """The client is connected, and a JetStream publish on it is acked."""
+    import jetstream_sync as jss
+
+    assert nc.is_connected and not nc.is_closed
+    ack = js.publish(subj, b"still-works", timeout=5)
+    assert isinstance(ack, jss.PubAck) and ack.seq > 0
+    assert nc.is_connected and not nc.is_closed
+
+
+def first(fetch_result):
+    """The first message of a fetch (the rest, if any, is NAK'd by close())."""
+    with fetch_result as r:
+        for m in r:
+            return m
+    raise AssertionError("the fetch returned no message")
+
+
+def stream_messages(stream):
+    """How many messages ``stream`` holds now."""
+    return stream.info().state.messages
+
+
+N_BUSY = 3000
+
+
+def marker_then_updates(js, subject_of, body, open_watch, list_all):
+    """Write N_BUSY entries, open a watch, write N_BUSY more before reading
+    it: the marker must follow the first N_BUSY, the rest come as updates,
+    and a listing still sees all of them."""
+
+    def write(first):
+        for i in range(first, first + N_BUSY):
+            js.publish_async(subject_of(i), body(i), headers={"Nats-Rollup": "sub"})
+        assert js.publish_async_complete(timeout=30)
+
+    write(0)
+    with open_watch() as w:
+        write(N_BUSY)  # while the initial values are still on their way
+        seen = 0
+        while w.next(timeout=5) is not None and seen <= 2 * N_BUSY:
+            seen += 1
+        assert seen == N_BUSY
+        assert sum(1 for _ in iter(lambda: _next_or_none(w), None)) == N_BUSY
+    assert len(list_all()) == 2 * N_BUSY
+
+
+def _next_or_none(w):
+    import jetstream_sync as jss
+
+    try:
+        return w.next(timeout=1)
+    except jss.TimeoutError:
+        return None

@@ -1,14 +1,17 @@
-"""Each ack kind, verified on the server."""
+"""Each ack kind, verified on the server; an ack is on the server before the
+next pull or API request of the same client, and acking a message that is
+not a JetStream one is refused."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import raw_pull, wait_until
+from ..helpers import first, publish, raw_pull, timed, wait_until
 
 
 @pytest.fixture
@@ -124,3 +127,109 @@ def test_acks_are_flushed_by_close(server, js, stream):
     wait_until(lambda: c.info().num_ack_pending == 1)
     with pytest.raises(jss.ConnectionClosedError):
         late.ack()
+
+
+@pytest.mark.timeout(60)
+def test_nak_then_fetch_gets_the_redelivery(js, stream, subj):
+    """fetch 1, nak it, fetch 1: the second fetch is the NAK'd message (the
+    NAK is on the server before the pull), every time."""
+    publish(js, subj, 2)
+    mismatches = []
+    for i in range(20):
+        cons = stream.create_consumer(durable_name=f"nak{i}", ack_policy="explicit")
+        m = first(cons.fetch(1, expires=2))
+        m.nak()
+        again = first(cons.fetch(1, expires=2))
+        if again.metadata.sequence.stream != m.metadata.sequence.stream:
+            mismatches.append((i, m.metadata.sequence.stream, again.metadata.sequence.stream))
+        cons.delete()
+    assert not mismatches, (
+        f"{len(mismatches)}/20 times the fetch after a NAK did not return the NAK'd message "
+        f"(iteration, nak'd seq, fetched seq): {mismatches[:5]}"
+    )
+
+
+@pytest.mark.timeout(60)
+def test_ack_then_info_counts_it_acked(js, subj, cons):
+    """msg.ack() then cons.info(): the ack is counted, every time."""
+    publish(js, subj, 50)
+    still_pending = []
+    for i in range(50):
+        m = first(cons.fetch(1, expires=2))
+        m.ack()
+        n = cons.info().num_ack_pending
+        if n != 0:
+            still_pending.append((i, n))
+    assert not still_pending, (
+        f"{len(still_pending)}/50 times cons.info() right after msg.ack() still counted it pending "
+        f"(iteration, num_ack_pending): {still_pending[:5]}"
+    )
+
+
+@pytest.mark.timeout(60)
+def test_ack_on_a_core_request_message_is_refused(server, nc):
+    # A second connection sees everything sent to request inboxes, so an ack
+    # protocol payload leaking to the requester is caught even after the first reply.
+    spy_client = jss.connect(server.url, name="inbox-spy")
+    try:
+        spy = spy_client.subscribe("_INBOX.>")
+        spy_client.flush()
+        sub = nc.subscribe("svc")
+        nc.flush()
+
+        results = {}
+        seen = {}
+
+        def responder():
+            try:
+                m = sub.next_msg(timeout=10)
+            except BaseException as exc:  # noqa: BLE001
+                results["receive"] = exc
+                return
+            seen["reply"] = m.reply
+            for name, call in [
+                ("ack", m.ack),
+                ("nak", m.nak),
+                ("term", m.term),
+                ("in_progress", m.in_progress),
+                ("ack_sync", lambda: m.ack_sync(timeout=2)),
+            ]:
+                try:
+                    call()
+                    results[name] = None
+                except BaseException as exc:  # noqa: BLE001
+                    results[name] = exc
+            nc.publish(m.reply, b"answer")
+
+        t = threading.Thread(target=responder, name="responder", daemon=True)
+        t.start()
+        exc, _took = timed(lambda: seen.setdefault("response", nc.request("svc", b"q", timeout=5)))
+        t.join(10)
+        assert not t.is_alive(), "responder hung"
+        assert "receive" not in results, f"responder got no request: {results.get('receive')!r}"
+
+        for name in ("ack", "nak", "term", "in_progress", "ack_sync"):
+            assert isinstance(results[name], jss.NotJSMessageError), (
+                f"msg.{name}() on a core request message: expected NotJSMessageError, got {results[name]!r}"
+            )
+        # The requester got the explicit answer (or timed out), never an ack payload.
+        if exc is None:
+            assert seen["response"].data == b"answer", f"requester got {seen['response'].data!r}"
+        else:
+            assert isinstance(exc, jss.TimeoutError), f"request failed with {exc!r}"
+
+        spy_client.flush()
+        nc.flush()
+        sent = []
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            try:
+                m = spy.next_msg(timeout=0.2)
+            except jss.TimeoutError:
+                break
+            if m.subject == seen["reply"]:
+                sent.append(m.data)
+        assert sent == [b"answer"], f"payloads sent to the request inbox: {sent!r}"
+        assert nc.is_connected
+    finally:
+        spy_client.close()

@@ -1,10 +1,15 @@
-"""Client: threads, fork, exit, Ctrl-C, the loop-thread guard, events."""
+"""Client: connecting and what a failed connect says, threads, fork, exit,
+Ctrl-C, the loop-thread guard, events, core subscriptions (released by
+close()/drain(), bounded when read slowly), and refusals (permissions, bad
+calls, over-long protocol lines) reported to the caller that caused them
+while the shared client stays up."""
 
 from __future__ import annotations
 
 import os
 import queue as queue_mod
 import signal
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -15,7 +20,19 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import make_tls_files, wait_until
+from jetstream_sync._tools.server import free_port
+
+from ..helpers import (
+    Bounded,
+    assert_client_works,
+    config_server,
+    first,
+    make_tls_files,
+    publish,
+    timed,
+    wait_blocked,
+    wait_until,
+)
 
 
 def run_script(code: str, *args: str, timeout: float = 30.0, **popen: object) -> subprocess.Popen:
@@ -292,6 +309,226 @@ def test_request_no_responders_and_timeout(nc):
     assert time.monotonic() - start < 1.5
 
 
+def _child_try(label, fn):
+    try:
+        fn()
+    except jss.ForkedProcessError:
+        return f"{label}: ForkedProcessError"
+    except BaseException as exc:
+        return f"{label}: raised {type(exc).__name__}"
+    return f"{label}: no error"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.timeout(60)
+def test_inherited_objects_raise_in_forked_child(nc, js, subj, cons):
+    publish(js, subj, 10)
+    held = first(cons.fetch(1, expires=2))  # fetched, not acked
+    ctx = cons.messages(max_messages=5)
+    ctx.next(timeout=5)
+    wait_until(lambda: ctx.stats.buffered_high_water >= 2)  # at least one message buffered
+    wait_until(lambda: cons.info().num_ack_pending == 6)  # 1 fetched + 5 pulled by ctx
+    before = cons.info().num_ack_pending
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: no pytest machinery, report through the pipe and leave
+        try:
+            signal.alarm(20)  # a hang in the child must not outlive the test
+            lines = [
+                _child_try("msg.ack()", held.ack),
+                _child_try("ctx.next(timeout=1)", lambda: ctx.next(timeout=1)),
+                _child_try("js.publish()", lambda: js.publish(subj, b"from child")),
+                _child_try("nc.publish()", lambda: nc.publish(subj, b"from child")),
+                _child_try("cons.info()", cons.info),
+            ]
+            os.write(w, "\n".join(lines).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    deadline = time.monotonic() + 30
+    while True:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError("the forked child hung")
+        time.sleep(0.02)
+    with os.fdopen(r, "rb") as pipe:
+        report = pipe.read().decode().splitlines()
+
+    wrong = [line for line in report if not line.endswith(": ForkedProcessError")]
+    assert len(report) == 5 and not wrong, "in the forked child:\n" + "\n".join(report)
+    # Nothing the child did reached the server: the held message is still pending …
+    assert cons.info().num_ack_pending == before, "the child's ack reached the server"
+    # … and the parent can still ack it.
+    held.ack()
+    nc.flush()
+    wait_until(lambda: cons.info().num_ack_pending == before - 1)
+    ctx.stop()
+
+
+# -- what a failed connect says ------------------------------------------------------------
+
+
+_USER_CONF = """
+listen: 127.0.0.1:{port}
+jetstream { store_dir: "{store}" }
+authorization { user: u, password: topsecret }
+"""
+
+_HOST_LOOKUP_WORDS = (
+    "name not resolved",
+    "not known",
+    "resolv",
+    "getaddrinfo",
+    "name or service",
+    "no address",
+    "nodename",
+    "temporary failure in name resolution",
+)
+
+
+def try_connect(*args, **kwargs):
+    """(exception or None, seconds): a connection that unexpectedly succeeds is closed."""
+    box = {}
+
+    def call():
+        box["nc"] = jss.connect(*args, **kwargs)
+
+    exc, took = timed(call)
+    if "nc" in box:
+        box["nc"].close()
+    return exc, took
+
+
+@pytest.mark.timeout(120)
+def test_connect_errors_say_why_and_hide_passwords(tmp_path, server):
+    # Every case is checked, and every problem reported together at the end.
+    problems = []
+    seen = {}
+
+    def check(ok, text):
+        if not ok:
+            problems.append(text)
+
+    # (a) connection refused, said at once
+    port = free_port()
+    exc, took = seen["a refused"] = try_connect(f"nats://127.0.0.1:{port}")
+    check(isinstance(exc, jss.NoServersError), f"(a) refused: not NoServersError: {exc!r}")
+    check("connection refused" in str(exc).lower(), f"(a) refused: message {str(exc)!r}")
+    check(took < 2.0, f"(a) refused took {took:.2f}s")
+
+    # (b) unknown host
+    exc, took = seen["b unknown host"] = try_connect("nats://no-such-host.invalid:4222")
+    check(isinstance(exc, jss.NoServersError), f"(b) unknown host: not NoServersError: {exc!r}")
+    check(any(w in str(exc).lower() for w in _HOST_LOOKUP_WORDS), f"(b) unknown host: message {str(exc)!r}")
+
+    srv = config_server(tmp_path, "auth", _USER_CONF)
+    try:
+        base = f"127.0.0.1:{srv.port}"
+
+        # (c) wrong password
+        exc, took = seen["c wrong password"] = try_connect(f"nats://{base}", user="u", password="secret")
+        check(isinstance(exc, jss.AuthorizationError), f"(c) wrong password: not AuthorizationError: {exc!r}")
+        check(isinstance(exc, jss.NoServersError), f"(c) wrong password: not NoServersError: {exc!r}")
+        check("authorization violation" in str(exc).lower(), f"(c) wrong password: message {str(exc)!r}")
+        check(took < 3.0, f"(c) wrong password took {took:.2f}s")
+
+        # (d) passwords never appear
+        nc = jss.connect(f"nats://u:topsecret@{base}")
+        try:
+            check(nc.is_connected, "(d) right password in URL: not connected")
+            check("topsecret" not in (nc.connected_url or ""), f"(d) connected_url {nc.connected_url!r}")
+            check("topsecret" not in repr(nc), f"(d) repr(client) {nc!r}")
+        finally:
+            nc.close()
+
+        exc, took = seen["d wrong password in url"] = try_connect(f"nats://u:wrongpass@{base}")
+        check(isinstance(exc, jss.NoServersError), f"(d) wrong password in URL: not NoServersError: {exc!r}")
+        check("wrongpass" not in str(exc), f"(d) password in message: {str(exc)!r}")
+        check("wrongpass" not in repr(exc), f"(d) password in repr: {exc!r}")
+    finally:
+        srv.cleanup()
+
+    # (e) TLS asked of a plain server
+    exc, took = seen["e tls"] = try_connect(server.url, tls=ssl.create_default_context())
+    check(isinstance(exc, jss.NoServersError), f"(e) TLS mistake: not NoServersError: {exc!r}")
+    text = str(exc).lower()
+    check("tls" in text or "secure connection not available" in text, f"(e) TLS mistake: message {str(exc)!r}")
+
+    for what, (e, t) in seen.items():
+        print(f"{what}: {type(e).__name__}: {e} ({t:.2f}s)")
+    assert not problems, "\n".join(problems)
+
+
+# -- core subscription readers: released by close()/drain(), bounded when slow -------------
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("how", ["close", "drain"])
+def test_close_and_drain_release_core_subscription_readers(server, how):
+    client = jss.connect(server.url, name=f"core-readers-{how}")
+    iterated = client.subscribe("x")
+    waited = client.subscribe("y")
+    seen = []
+
+    def iterate():
+        for m in iterated:
+            seen.append(m.data)
+        return "ended"
+
+    iterator = Bounded(iterate, "iterator")
+    reader = Bounded(lambda: waited.next_msg(None), "next_msg")
+    client.publish("x", b"1")
+    wait_until(lambda: seen == [b"1"])
+    wait_blocked(iterator.thread)
+    wait_blocked(reader.thread)
+
+    ending = Bounded(getattr(client, how), how).join(10)
+    assert ending.finished, f"{how}() did not return within 10s"
+    released_by = time.monotonic() + 1.0
+    iterator.join(max(0.0, released_by - time.monotonic()))
+    reader.join(max(0.0, released_by - time.monotonic()))
+    assert iterator.finished, f"a thread iterating a subscription is still blocked 1s after {how}()"
+    assert iterator.error is None and iterator.result == "ended", f"iteration ended with {iterator.error!r}"
+    assert reader.finished, f"a thread in next_msg(None) is still blocked 1s after {how}()"
+    assert isinstance(reader.error, jss.ConnectionClosedError), f"next_msg ended with {reader.error!r}"
+
+
+@pytest.mark.timeout(60)
+def test_core_subscription_slow_reader_is_bounded(server):
+    """A core subscription nobody reads keeps at most pending_msgs_limit
+    messages, drops the rest (counted in sub.dropped) and reports a slow consumer."""
+    reported = []
+    client = jss.connect(server.url, name="slow-reader", error_cb=reported.append)
+    sender = jss.connect(server.url, name="fast-sender")
+    try:
+        sub = client.subscribe("slow", pending_msgs_limit=1000)
+        client.flush()
+        for i in range(5000):
+            sender.publish("slow", b"%d" % i)
+        sender.flush()
+        client.flush()
+        wait_until(lambda: sub.pending() + sub.dropped == 5000, timeout=10)  # all kept or dropped
+        assert sub.pending() <= 1000, f"{sub.pending()} messages queued with pending_msgs_limit=1000"
+        assert sub.dropped == 5000 - sub.pending()
+
+        def slow_reports():
+            return [e for e in reported if "slow" in f"{type(e).__name__} {e}".lower()]
+
+        try:
+            wait_until(slow_reports, timeout=5)
+        except AssertionError:  # not through error_cb: then reading the subscription must say so
+            with pytest.raises(jss.JetStreamError, match="(?i)slow"):
+                sub.next_msg(timeout=1)
+    finally:
+        sender.close()
+        client.close()
+
+
 # -- core subscriptions the server refuses ------------------------------------------------
 
 _SUB_PERMISSIONS_CONF = """
@@ -306,8 +543,6 @@ authorization {
 
 @pytest.mark.timeout(60)
 def test_a_refused_core_subscription_ends_at_once_with_permission_denied(tmp_path, caplog):
-    from .test_trust_errors import config_server, timed
-
     srv = config_server(tmp_path, "subperm", _SUB_PERMISSIONS_CONF)
     reported = []
     nc = jss.connect(f"nats://127.0.0.1:{srv.port}", user="u", password="p", error_cb=reported.append)
@@ -360,6 +595,66 @@ def test_a_refused_core_subscription_ends_at_once_with_permission_denied(tmp_pat
         srv.cleanup()
 
 
+# -- publishes, requests and pulls the server refuses --------------------------------------
+
+
+_PERMISSIONS_CONF = """
+listen: 127.0.0.1:{port}
+jetstream { store_dir: "{store}" }
+authorization {
+  users = [
+    {user: a, password: p, permissions: {publish: {deny: ["denied.>"]}, subscribe: {allow: [">"]}}}
+    {user: b, password: p, permissions: {publish: {deny: ["$JS.API.CONSUMER.MSG.NEXT.>"]}, subscribe: {allow: [">"]}}}
+  ]
+}
+"""
+
+
+@pytest.mark.timeout(90)
+def test_permission_denied_is_reported_at_once(tmp_path):
+    srv = config_server(tmp_path, "perm", _PERMISSIONS_CONF)
+    url = f"nats://127.0.0.1:{srv.port}"
+    nc = nc_b = None
+    try:
+        nc = jss.connect(url, user="a", password="p", name="perm-a")
+        js = nc.jetstream()
+        js.create_stream(name="DENIED", subjects=["denied.>"])
+        ok = js.create_stream(name="OK", subjects=["ok.>"])
+        js.publish("ok.1", b"one")
+        ok.create_consumer(durable_name="c", ack_policy="explicit")
+
+        exc, took = timed(lambda: nc.request("denied.x", b"", timeout=5))
+        assert isinstance(exc, jss.PermissionDeniedError), f"nc.request: got {exc!r} after {took:.2f}s"
+        assert took < 2.0, f"nc.request denial took {took:.2f}s"
+        assert_client_works(nc, js, "ok.2")
+
+        exc, took = timed(lambda: js.publish("denied.x", timeout=5))
+        assert isinstance(exc, jss.PermissionDeniedError), f"js.publish: got {exc!r} after {took:.2f}s"
+        assert took < 2.0, f"js.publish denial took {took:.2f}s"
+        assert_client_works(nc, js, "ok.3")
+
+        # A plain publish may raise or not, but it must not take the client down.
+        try:
+            nc.publish("denied.x", b"")
+        except jss.PermissionDeniedError:
+            pass
+        nc.flush(timeout=5)  # whatever -ERR the server sent has been read now
+        assert_client_works(nc, js, "ok.4")
+
+        # A pull whose MSG.NEXT publish is denied ends with the denial, not empty.
+        nc_b = jss.connect(url, user="b", password="p", name="perm-b")
+        cons_b = nc_b.jetstream().stream("OK").consumer("c")
+        exc, took = timed(lambda: list(cons_b.fetch(1, expires=5)))
+        assert isinstance(exc, jss.PermissionDeniedError), f"fetch: got {exc!r} after {took:.2f}s"
+        assert took < 2.0, f"fetch denial took {took:.2f}s"
+        assert nc_b.is_connected and not nc_b.is_closed
+    finally:
+        for c in (nc, nc_b):
+            if c is not None:
+                c.close()
+        srv.cleanup()
+
+
 # -- protocol lines over the server's max_control_line ------------------------------------
 
 
@@ -389,3 +684,46 @@ def test_every_protocol_line_over_max_control_line_is_refused_and_the_client_sta
         nc.flush(timeout=5)  # a -ERR the server sent would have been read by now
         assert nc.is_connected, f"{what}: the connection was closed"
         assert js.publish(subj, what.encode(), timeout=5).seq > 0, what
+
+
+# -- a bad call is refused and never closes the shared client ------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_one_bad_call_never_closes_the_shared_client(nc, js, stream, subj, cons):
+    oversize = b"x" * (nc.max_payload + 1)
+    assert nc.max_payload > 0
+
+    js.publish(subj, b"for-term")
+    msgs = list(cons.fetch(1, expires=5))
+    assert len(msgs) == 1
+    msg = msgs[0]
+
+    bad_calls = [
+        ("js.publish_async oversize", lambda: js.publish_async(subj, oversize)),
+        ("js.publish oversize", lambda: js.publish(subj, oversize)),
+        ("nc.publish oversize", lambda: nc.publish(subj, oversize)),
+        ("msg.term oversize reason", lambda: msg.term("r" * (nc.max_payload + 10))),
+        ("js.publish 5000-char subject", lambda: js.publish("a" * 5000, b"")),
+        ("nc.request 5000-char subject", lambda: nc.request("a" * 5000, b"")),
+        ("js.stream_info 5000-char name", lambda: js.stream_info("S" * 5000)),
+        ("js.consumer_info 5000-char name", lambda: js.consumer_info(stream.name, "c" * 5000)),
+    ]
+    problems = []
+    for what, call in bad_calls:
+        exc, _took = timed(call)
+        if not isinstance(exc, jss.InvalidOptionError):
+            problems.append(f"{what}: expected InvalidOptionError, got {exc!r}")
+        # The shared client survives: the next call on it works.
+        assert nc.is_connected and not nc.is_closed, f"client not connected after {what}; {problems}"
+        assert_client_works(nc, js, subj)
+    assert not problems, "\n".join(problems)
+
+    # The refused term left the message ackable, and publish_async still resolves.
+    msg.ack()
+    fut = js.publish_async(subj, b"after")
+    assert isinstance(fut.result(timeout=10), jss.PubAck)
+    assert js.publish_async_complete(timeout=10)
+    nc.flush(timeout=5)
+    assert nc.is_connected and not nc.is_closed
+    wait_until(lambda: cons.info().num_ack_pending == 0, timeout=5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 
@@ -320,3 +321,54 @@ def test_close_stops_a_drained_context_that_still_holds_messages(server):
         nc.close()
         with jss.connect(server.url) as other:
             other.jetstream().delete_stream("CDR")
+
+
+@pytest.mark.timeout(60)
+def test_slow_handler_with_default_options_gets_no_duplicates(js, stream, subj):
+    """With the default max_messages (500), a handler slower than AckWait/500
+    a message gets every message once: none of the buffered ones expires on
+    the server and comes twice."""
+    cons = stream.create_consumer(durable_name="slow", ack_wait=2.0)
+    # 400 x 10 ms = 4 s of work, twice the AckWait: the buffer refills (at half
+    # of 500) after the first messages have expired on the server.
+    total = 400
+    publish(js, subj, total)
+    seen = collections.Counter()
+    done = threading.Event()
+
+    def handler(msg: jss.Msg) -> None:
+        seen[msg.metadata.sequence.stream] += 1
+        time.sleep(0.01)  # a database write
+        msg.ack()
+        if len(seen) == total:
+            done.set()
+
+    cc = cons.consume(handler)  # default options
+    try:
+        assert done.wait(30)
+    finally:
+        cc.stop()
+    assert sorted(seen) == list(range(1, total + 1))
+    assert max(seen.values()) == 1, {s: n for s, n in seen.items() if n > 1}
+    info = cons.info()
+    assert info.num_redelivered == 0 and info.num_ack_pending == 0
+
+
+@pytest.mark.timeout(30)
+def test_consume_wait_returns_with_final_stats(js, stream, subj):
+    """stop() from a handler: once wait() returns, the NAKs of the buffer are counted."""
+    cons = stream.create_consumer(durable_name="c2", ack_policy="explicit", ack_wait=30)
+    publish(js, subj, 20)
+    box = {}
+    started = threading.Event()
+
+    def handler(msg):
+        started.wait(5)  # the handler may run before consume() returned the context
+        msg.ack()
+        box["cc"].stop()
+
+    box["cc"] = cons.consume(handler, max_messages=10)
+    started.set()
+    assert box["cc"].wait(10)
+    stats = box["cc"].stats
+    assert stats.delivered == 1 and stats.nakd_on_stop == 9

@@ -14,7 +14,7 @@ import pytest
 import jetstream_sync as jss
 from jetstream_sync.models import StreamConsumerLimits
 
-from ..helpers import wait_until
+from ..helpers import Bounded, stream_messages, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -193,6 +193,40 @@ NONE_IS_NO_LIMIT = {
     "ObjectWatcher.updates(timeout)",
     "Worker(stats_interval)",
 }
+
+
+NAN = float("nan")
+INF = float("inf")
+
+
+# Kept before the tests on the module's handles ``h``: the ``nc`` fixture
+# deletes every stream of the server when it ends, theirs included.
+@pytest.mark.timeout(60)
+def test_nan_and_infinite_durations_are_rejected_before_sending(nc, js, stream, subj, cons):
+    ctx = cons.messages()
+    calls = [
+        ("cons.next(timeout=nan)", lambda: cons.next(timeout=NAN)),
+        ("ctx.next(timeout=nan)", lambda: ctx.next(timeout=NAN)),
+        ("js.publish_async(timeout=nan)", lambda: js.publish_async(subj, b"nan", timeout=NAN)),
+        ("cons.messages(expires=inf)", lambda: cons.messages(expires=INF)),
+        ("cons.fetch(1, expires=inf)", lambda: cons.fetch(1, expires=INF)),
+        ("nc.request(timeout=inf)", lambda: nc.request("nobody.listens.here", b"?", timeout=INF)),
+        ("js.publish(timeout=nan)", lambda: js.publish(subj, b"nan", timeout=NAN)),
+    ]
+    failures = []
+    for label, call in calls:
+        run = Bounded(call, label).join(3)
+        if not run.finished:
+            failures.append(f"{label}: still running after 3s")
+        elif not isinstance(run.error, jss.InvalidOptionError):
+            outcome = f"raised {run.error!r}" if run.error is not None else f"returned {run.result!r}"
+            failures.append(f"{label}: {outcome}")
+            for end in ("stop", "close"):  # do not leave a context running
+                if hasattr(run.result, end):
+                    getattr(run.result, end)()
+    ctx.stop()
+    assert not failures, "not rejected with InvalidOptionError:\n" + "\n".join(failures)
+    assert stream_messages(stream) == 0, "a publish with a NaN timeout reached the stream"
 
 
 @pytest.mark.parametrize("parameter", sorted(CASES))

@@ -9,7 +9,7 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import PullSpy, publish, sized_payload, wait_until
+from ..helpers import Bounded, PullSpy, publish, sized_payload, wait_until
 
 
 def test_fetch_no_options(js, subj, cons):
@@ -201,3 +201,73 @@ def test_consumer_config_values_beyond_64_bits_are_refused(js, stream):
     with pytest.raises(jss.InvalidOptionError, match="64 bits"):
         stream.create_consumer(durable_name="big", max_ack_pending=2**70)
     assert js.consumer_names(stream.name) == []
+
+
+@pytest.mark.timeout(120)
+def test_heartbeats_under_cpu_load_are_not_missed(js, stream):
+    """Heartbeats already read from the socket (or about to be) are traffic:
+    a busy process must not call them missing."""
+    cons = stream.create_consumer(durable_name="hb")
+    stop = threading.Event()
+
+    def burn() -> None:
+        while not stop.is_set():
+            sum(i * i for i in range(2000))
+
+    burners = [threading.Thread(target=burn, daemon=True) for _ in range(3)]
+    for t in burners:
+        t.start()
+    errors = []
+    try:
+        for _ in range(30):
+            try:
+                assert list(cons.fetch(1, expires=0.6, idle_heartbeat=0.1)) == []
+            except jss.NoHeartbeatError as exc:
+                errors.append(exc)
+    finally:
+        stop.set()
+        for t in burners:
+            t.join(5)
+    assert errors == []
+
+
+def _fetch_loop(cons, errors_seen, fetches):
+    """fetch + iterate until the client is closed; NAK so the supply never runs out."""
+    while True:
+        try:
+            result = cons.fetch(10, expires=5)
+            fetches.append(1)
+            for m in result:
+                m.nak()
+        except jss.ConnectionClosedError:
+            return
+        except BaseException as exc:
+            errors_seen.append(exc)
+            return
+
+
+@pytest.mark.timeout(120)
+def test_fetch_started_while_close_runs_never_blocks(server, js, stream, subj, cons):
+    """fetch() calls and their iteration racing close() all end within a couple
+    of seconds of close() returning, with ConnectionClosedError at worst.
+
+    The race (a fetch registered after close() stopped the live ones, before
+    the client counts as closed) is narrow: 16 threads, up to 30 closes."""
+    publish(js, subj, 200)
+    for attempt in range(30):
+        client = jss.connect(server.url, name=f"fetch-vs-close-{attempt}")
+        fcons = client.jetstream().consumer(stream.name, cons.name)
+        errors_seen = []
+        fetches = []
+        workers = [Bounded(lambda: _fetch_loop(fcons, errors_seen, fetches), f"fetch-{i}") for i in range(16)]
+        wait_until(lambda: len(fetches) >= 100 + 10 * attempt, timeout=20)  # close lands at a varying point
+        closing = Bounded(client.close, "close").join(15)
+        assert closing.finished, f"attempt {attempt}: close() did not return within 15s"
+        closed_at = time.monotonic()
+        for w in workers:
+            w.join(max(0.0, closed_at + 3.0 - time.monotonic()))
+        stuck = sum(not w.finished for w in workers)
+        assert stuck == 0, (
+            f"attempt {attempt}: {stuck} of {len(workers)} fetch threads still blocked 3s after close() returned"
+        )
+        assert not errors_seen, f"attempt {attempt}: fetch raised {errors_seen[:3]!r}, not ConnectionClosedError"

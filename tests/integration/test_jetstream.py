@@ -6,6 +6,8 @@ import pytest
 
 import jetstream_sync as jss
 
+from ..helpers import assert_client_works, timed
+
 
 def test_stream_crud_round_trip(js, stream_name):
     s = js.create_stream(name=stream_name, subjects=["crud.>"], max_msgs=100, max_age=60.0, description="d")
@@ -154,6 +156,66 @@ def test_domain_and_prefix(nc):
     assert nc.jetstream(domain="hub").api_prefix == "$JS.hub.API"
     with pytest.raises(jss.JetStreamNotEnabledError):
         nc.jetstream(domain="nowhere", timeout=1).account_info()
+
+
+@pytest.mark.timeout(60)
+def test_invalid_subjects_and_names_are_refused_before_sending(nc, js, stream, subj):
+    for bad in (".foo", "foo."):
+        with pytest.raises(jss.InvalidOptionError):
+            stream.create_consumer(durable_name="x", filter_subject=bad)
+    with pytest.raises(jss.InvalidOptionError):
+        nc.jetstream(api_prefix="")
+    with pytest.raises(jss.InvalidOptionError):
+        js.stream_names(subject="FOO.>.123")
+
+    exc, took = timed(lambda: js.publish("a..b", b""))
+    assert isinstance(exc, jss.InvalidOptionError), f"js.publish('a..b'): got {exc!r}"
+    assert took < 0.5, f"js.publish('a..b') took {took:.2f}s"
+
+    with pytest.raises(jss.MsgNotFoundError):
+        stream.delete_msg(999999)
+
+    with pytest.raises(jss.StreamNotFoundError) as ei:
+        js.stream("NOPE")
+    assert "NOPE" in str(ei.value), str(ei.value)
+
+    with pytest.raises(jss.ConsumerNotFoundError) as ei:
+        stream.consumer("nope")
+    assert "nope" in str(ei.value), str(ei.value)
+
+    stream.create_consumer(durable_name="push", deliver_subject="deliver.x")
+    with pytest.raises(jss.ConsumerPushBasedError, match="push_consumer"):
+        stream.consumer("push")  # a pull handle on it is refused: it names the call that fits
+    push = stream.push_consumer("push")  # a push consumer gets its own handle; pulls on it are refused
+    assert isinstance(push, jss.PushConsumer)
+    with pytest.raises(jss.ConsumerPushBasedError) as ei:
+        push.next(timeout=1)
+    assert "push" in str(ei.value), str(ei.value)
+
+    assert_client_works(nc, js, subj)
+
+
+@pytest.mark.timeout(30)
+def test_expected_headers_need_the_right_types(js, stream, subj):
+    """A sequence given as a string or float used to be sent as a header and
+    answered "wrong last sequence" by the server."""
+    js.publish(subj, b"1")
+    for bad in ("1", 1.5, -1, True):
+        with pytest.raises(jss.InvalidOptionError):
+            js.publish(subj, b"x", expected_last_seq=bad)
+        with pytest.raises(jss.InvalidOptionError):
+            js.publish_async(subj, b"x", expected_last_subject_seq=bad)
+    for bad in ("", 5):
+        with pytest.raises(jss.InvalidOptionError):
+            js.publish(subj, b"x", msg_id=bad)
+    assert js.publish(subj, b"x", expected_last_seq=1).seq == 2
+
+
+@pytest.mark.timeout(30)
+def test_stream_subjects_must_be_a_list(js):
+    for bad in ("t.>", "tt"):
+        with pytest.raises(jss.InvalidOptionError, match="list"):
+            js.create_stream(name="T", subjects=bad)
 
 
 def test_the_default_timeout_is_jss_default_and_none_is_refused_before_sending(nc, js, subj):

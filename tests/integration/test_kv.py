@@ -1,6 +1,9 @@
 """Key-value buckets on a real server: the cases of nats.go's kv_test.go and
 nats.py's KVTest / KVLimitMarkerTTLTest, in blocking form, plus a watch
-under load across a server restart."""
+under load across a server restart, watches that keep their timeout and end
+their initial values while writes keep coming, purge_deletes and
+compare-and-set racing other writers, and a bucket reached through another
+account's imported API prefix."""
 
 from __future__ import annotations
 
@@ -12,8 +15,9 @@ from collections import defaultdict
 import pytest
 
 import jetstream_sync as jss
+from jetstream_sync._tools.server import NatsServer
 
-from ..helpers import Bounded, wait_blocked, wait_until
+from ..helpers import Bounded, marker_then_updates, wait_blocked, wait_until
 
 RECONNECT = dict(reconnect_time_wait=0.2, max_reconnect_attempts=-1)
 PUT, DEL, PURGE = jss.KeyValueOp.PUT, jss.KeyValueOp.DEL, jss.KeyValueOp.PURGE
@@ -455,6 +459,39 @@ def test_watch_shared_by_threads_hands_each_entry_once(js):
     assert sorted(seen) == list(range(1, n + 1))
 
 
+def test_watch_ignoring_deletes_keeps_its_timeout_under_a_stream_of_deletes(js):
+    # Each skipped delete used to restart the wait: next(timeout=0.5) never returned.
+    kv = js.create_key_value("SKIP")
+    stop = threading.Event()
+    deleted = []
+
+    def delete_forever():
+        while not stop.is_set():
+            kv.delete(f"k{len(deleted) % 10}")
+            deleted.append(1)
+
+    writer = Bounded(delete_forever, name="deleter")
+    try:
+        with kv.watch_all(ignore_deletes=True, updates_only=True) as w:
+            wait_until(lambda: len(deleted) > 10, timeout=10)
+            call = Bounded(lambda: w.next(timeout=0.5), name="next").join(10)
+            assert call.finished, "next(timeout=0.5) did not return while deletes kept coming"
+            assert isinstance(call.error, jss.TimeoutError)
+            assert call.elapsed < 3.0
+    finally:
+        stop.set()
+        assert writer.join(10).finished
+
+
+def test_the_watch_marker_comes_after_the_initial_values_even_when_writes_keep_coming(js):
+    # The marker waited for a delivery with nothing pending, which a bucket
+    # written faster than the watch reads never gives: it came only after
+    # every later write too (or never). nats.go ends the initial values once
+    # the consumer's initial pending has been delivered.
+    kv = js.create_key_value("BUSY")
+    marker_then_updates(js, lambda i: f"$KV.BUSY.k{i}", lambda i: b"v", kv.watch_all, kv.keys)
+
+
 # -- history, keys, delete/purge -----------------------------------------------------
 
 
@@ -572,6 +609,31 @@ def test_purge_deletes_keeps_young_markers(js):
     assert (entry.key, entry.revision, entry.operation) == ("bar", 6, DEL)
 
 
+@pytest.mark.parametrize("older_than", [0, 3600])
+def test_purge_deletes_never_removes_a_value_put_after_the_marker(js, monkeypatch, older_than):
+    # purge_deletes purged each marked key whole (or kept its last message):
+    # a value put after the listing and before the purge was removed with
+    # it, or was kept while the marker was purged, silently.
+    kv = js.create_key_value("SWEEP", history=5)
+    kv.put("k", b"old")
+    kv.delete("k")
+    purge_stream = js._api.purge_stream  # what the bucket calls
+    armed = [True]
+
+    def put_first(*args, **kwargs):
+        if armed[0]:
+            armed[0] = False
+            kv.put("k", b"new")
+        return purge_stream(*args, **kwargs)
+
+    monkeypatch.setattr(js._api, "purge_stream", put_first)
+    assert kv.purge_deletes(older_than=older_than) == 1
+    monkeypatch.undo()
+    assert kv.get("k").value == b"new"
+    ops = [e.operation for e in kv.history("k")]
+    assert ops == ([jss.KeyValueOp.PUT] if older_than == 0 else [jss.KeyValueOp.DEL, jss.KeyValueOp.PUT])
+
+
 # -- TTLs and limit markers (ADR-48) ---------------------------------------------------
 
 
@@ -629,6 +691,16 @@ def _gone(js, stream, subject):
     except jss.MsgNotFoundError:
         return True
     return False
+
+
+def test_a_handle_made_before_per_key_ttls_were_turned_on_can_use_them(js):
+    # The handle refused create(ttl=)/purge(ttl=) from its copy of the config,
+    # telling the user to call update_key_value, which they had done.
+    kv = js.create_key_value("LATETTL", history=2)
+    js.update_key_value("LATETTL", history=2, limit_marker_ttl=2)
+    assert kv.create("k", b"v", ttl=5) == 1
+    kv.purge("k", ttl=5)
+    assert kv.history("k")[-1].operation is jss.KeyValueOp.PURGE
 
 
 # -- validation: nothing is sent for bad input ---------------------------------------------
@@ -726,6 +798,44 @@ def test_bad_keys_and_arguments_are_refused_before_sending(js, nc):
         with pytest.raises(jss.TimeoutError):
             sub.next_msg(timeout=0.2)
     assert kv.status().values == 0
+
+
+def test_values_over_max_value_size_and_overlong_keys_are_refused_before_sending(js, nc):
+    # A value over max_value_size went out and came back as a server error
+    # (10054); a key too long to write went to the server from get/history.
+    kv = js.create_key_value("SIZED", max_value_size=100, history=5)
+    spy = nc.subscribe("$KV.SIZED.>")
+    api = nc.subscribe("$JS.API.>")
+    nc.flush()
+    for call in (lambda: kv.put("k", b"x" * 101), lambda: kv.put("k", "é" * 51),
+                 lambda: kv.create("k", bytearray(101)), lambda: kv.update("k", memoryview(b"x" * 101), 0)):  # fmt: skip
+        with pytest.raises(jss.InvalidOptionError, match="max_value_size"):
+            call()
+    long_key = "k" * 5000
+    for call in (lambda: kv.put(long_key, b""), lambda: kv.get(long_key), lambda: kv.history(long_key),
+                 lambda: kv.delete(long_key)):  # fmt: skip
+        with pytest.raises(jss.InvalidKeyError, match="too long"):
+            call()
+    for call in (lambda: kv.put("k", "a\ud800"), lambda: js.publish("$KV.SIZED.k", "a\ud800")):  # a lone surrogate
+        with pytest.raises(jss.InvalidOptionError, match="not valid UTF-8 text"):
+            call()
+    with pytest.raises(jss.TimeoutError):
+        spy.next_msg(timeout=0.2)  # nothing was published
+    # The refusal asked the server for the limit (it may have grown) but sent no value.
+    assert all(m.subject.startswith("$JS.API.STREAM.INFO.") for m in _drain(api))
+    assert kv.put("k", b"x" * 100) == 1  # the limit itself is fine
+    # A handle made before the limit grew does not refuse what the bucket now takes.
+    js.update_key_value("SIZED", max_value_size=1000, history=5)
+    assert kv.put("k", b"x" * 500) == 2
+
+
+def _drain(sub):
+    out = []
+    while True:
+        try:
+            out.append(sub.next_msg(timeout=0.2))
+        except jss.TimeoutError:
+            return out
 
 
 # -- a watch under load, across a server restart ------------------------------------------
@@ -863,3 +973,81 @@ def test_ttl_on_a_bucket_without_marker_ttl_is_refused_first(js):
     with pytest.raises(jss.TimeoutError):
         spy.next_msg(timeout=0.2)
     spy.unsubscribe()
+
+
+def test_eight_threads_updating_from_one_revision_exactly_one_wins(js):
+    # A compare-and-set must never let two writers through.
+    kv = js.create_key_value("CAS", history=10)
+    for round_ in range(10):
+        rev = kv.put("k", b"base")
+        start = threading.Barrier(8)
+
+        def update(i, rev=rev):
+            start.wait(10)
+            try:
+                return kv.update("k", str(i), rev)
+            except jss.KeyWrongLastSequenceError:
+                return None
+
+        runs = [Bounded(lambda i=i: update(i), name="update") for i in range(8)]
+        results = [r.join(20).result for r in runs]
+        winners = [r for r in results if r is not None]
+        assert len(winners) == 1, (round_, results)
+        assert kv.get("k").revision == winners[0] == rev + 1
+
+
+# -- a bucket through an imported API prefix (another account) -----------------------------
+
+
+# As nats.go's TestKeyValueCrossAccounts, except that the API export streams
+# its responses: a watch here pulls, and a pull answers with many messages.
+CROSS_ACCOUNT_CONF = """
+accounts: {
+   A: {
+       users: [ {user: a, password: a} ]
+       jetstream: enabled
+       exports: [ {service: '$JS.API.>', response: stream}, {service: '$KV.>'}, {stream: 'accI.>'} ]
+   },
+   I: {
+       users: [ {user: i, password: i} ]
+       imports: [
+           {service: {account: A, subject: '$JS.API.>'}, to: 'fromA.>'}
+           {service: {account: A, subject: '$KV.>'}, to: 'fromA.$KV.>'}
+           {stream: {subject: 'accI.>', account: A}}
+       ]
+   }
+}
+"""
+
+
+def test_a_bucket_through_an_imported_api_prefix(tmp_path):
+    # nats.go's TestKeyValueCrossAccounts: writes went to $KV.<bucket>.<key>
+    # in the importing account, where no stream listens (BucketNotFoundError).
+    conf = tmp_path / "accounts.conf"
+    conf.write_text(CROSS_ACCOUNT_CONF)
+    with NatsServer(config=str(conf)) as server:
+        host = server.url.split("//", 1)[1]
+        with jss.connect(f"nats://a:a@{host}") as owner, jss.connect(f"nats://i:i@{host}", inbox_prefix="accI") as guest:
+            kv1 = owner.jetstream().create_key_value("Map", history=10)
+            kv2 = guest.jetstream(api_prefix="fromA").key_value("Map")
+            with kv1.watch("map") as w1, kv2.watch("map") as w2:
+                assert w1.next(timeout=5) is None and w2.next(timeout=5) is None
+
+                def both_see(value, op):
+                    for w in (w1, w2):
+                        e = w.next(timeout=5)
+                        assert (e.key, e.value, e.operation) == ("map", value, op)
+
+                rev = kv2.put("map", b"value")
+                both_see(b"value", jss.KeyValueOp.PUT)
+                assert kv1.get("map").value == kv2.get("map").value == b"value"
+                rev = kv2.update("map", b"updated", rev)
+                both_see(b"updated", jss.KeyValueOp.PUT)
+                assert kv1.get("map").revision == rev
+                kv2.purge("map")
+                both_see(b"", jss.KeyValueOp.PURGE)
+                kv2.delete("map")
+                both_see(b"", jss.KeyValueOp.DEL)
+                with pytest.raises(jss.KeyNotFoundError):
+                    kv1.get("map")
+                assert kv2.create("map", b"again") > rev

@@ -1,5 +1,6 @@
-"""Memory: the buffer stays within max_messages / max_bytes, and RSS does not
-grow with the number of messages consumed."""
+"""Memory: the buffer stays within max_messages / max_bytes (also when
+heartbeat alarms re-pull while the server is frozen), and RSS does not grow
+with the number of messages consumed."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import time
 
 import pytest
 
-from ..helpers import publish
+import jetstream_sync as jss
+
+from ..helpers import Bounded, publish, wait_until
 
 MIB = 1024 * 1024
 
@@ -66,3 +69,42 @@ def test_rss_growth_over_a_million_messages(js, stream):
             if i == count:
                 break
     assert peak - baseline < 30 * MIB, f"RSS grew {(peak - baseline) / MIB:.1f} MiB"
+
+
+@pytest.mark.timeout(90)
+def test_heartbeat_alarms_never_exceed_the_buffer_bound(private_server):
+    """messages(max_messages=100): however many heartbeat alarms re-pull while
+    the server is frozen, no more than 100 messages are ever buffered."""
+    client = jss.connect(private_server.url, name="hb-bound")
+    feeder = jss.connect(private_server.url, name="hb-feeder")
+    try:
+        js = client.jetstream()
+        stream = js.create_stream(name="HB", subjects=["hb.>"])
+        cons = stream.create_consumer(durable_name="c", ack_policy="explicit")
+        ctx = cons.messages(max_messages=100, expires=4, idle_heartbeat=1)
+        taker = Bounded(lambda: ctx.next(timeout=60), "takes-one")  # takes one message, then no more
+        wait_until(lambda: ctx.stats.heartbeats >= 1, timeout=5)  # its pull is open on the server
+
+        private_server.pause()
+        try:
+            wait_until(lambda: ctx.stats.missed_heartbeats >= 3, timeout=20)
+        finally:
+            private_server.resume()
+
+        publish(feeder.jetstream(), "hb.x", 2000)
+        taker.join(15)
+        assert taker.finished and taker.error is None, f"the waiting thread got no message: {taker.error!r}"
+
+        # The pulls the alarms sent are served now; watch the buffer while they are.
+        watch_until = time.monotonic() + 5
+        while time.monotonic() < watch_until and ctx.stats.buffered_high_water <= 100:
+            time.sleep(0.05)
+        stats = ctx.stats
+        ctx.stop()
+        assert stats.buffered_high_water <= 100, (
+            f"{stats.buffered_high_water} messages buffered with max_messages=100 "
+            f"after {stats.missed_heartbeats} heartbeat alarms ({stats.pulls} pulls)"
+        )
+    finally:
+        feeder.close()
+        client.close()

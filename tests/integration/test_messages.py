@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import itertools
+import logging
 import threading
 import time
 
@@ -10,7 +12,7 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import BlockedNext, PullSpy, publish, sized_payload, wait_until
+from ..helpers import BlockedNext, Bounded, PullSpy, publish, sized_payload, wait_blocked, wait_until
 
 
 def take(ctx, n, timeout=5.0):
@@ -376,3 +378,171 @@ def test_stop_naks_do_not_come_back_into_its_own_pull_and_use_up_max_deliver(js,
             got = {again.next(5).data for _ in range(49)}  # each one comes again, on its second delivery
         assert len(got) == 49
         stream.delete_consumer(f"r{round_}")
+
+
+@pytest.mark.timeout(60)
+def test_slow_iterating_thread_gets_no_duplicates(js, stream, subj):
+    """A slow caller of the iterator gets every message once: the buffer is
+    kept alive while the caller works."""
+    cons = stream.create_consumer(durable_name="slowit", ack_wait=1.0)
+    total = 40  # 40 x 60 ms = 2.4 s
+    publish(js, subj, total)
+    seen = collections.Counter()
+    with cons.messages() as ctx:
+        while len(seen) < total:
+            msg = ctx.next(timeout=10)
+            seen[msg.metadata.sequence.stream] += 1
+            time.sleep(0.06)
+            msg.ack()
+        assert ctx.stats.kept_alive > 0
+    assert max(seen.values()) == 1
+    assert cons.info().num_redelivered == 0
+
+
+@pytest.mark.timeout(60)
+def test_terminal_error_reaches_every_thread_sharing_a_context(server, cons):
+    ctx = cons.messages()
+    waiters = []
+    for i in range(4):
+        waiters.append(Bounded(lambda: ctx.next(timeout=None), f"waiter-{i}"))
+        wait_blocked(waiters[-1].thread)
+    other = jss.connect(server.url, name="deleter")
+    try:
+        other.jetstream().delete_consumer(cons.stream_name, cons.name)
+    finally:
+        other.close()
+    deadline = time.monotonic() + 10
+    for w in waiters:
+        w.join(max(0.0, deadline - time.monotonic()))
+    outcomes = [
+        "still blocked" if not w.finished else repr(w.error if w.error is not None else w.result) for w in waiters
+    ]
+    try:
+        assert all(isinstance(w.error, jss.ConsumerDeletedError) for w in waiters), (
+            "after the consumer was deleted the 4 waiting threads got: " + ", ".join(outcomes)
+        )
+        later = Bounded(lambda: ctx.next(timeout=1), "later").join(5)
+        assert isinstance(later.error, jss.ConsumerDeletedError), f"a later ctx.next() got {later.error!r}"
+    finally:
+        ctx.stop()
+
+
+@pytest.mark.timeout(60)
+def test_stop_returns_after_context_closed_and_naks_written(server, nc, js, stream, subj, cons):
+    """When stop() returns the context is closed and the buffered messages are
+    already available again to another client (NAK'd, not left to AckWait).
+
+    The server keeps a NAK'd message in num_ack_pending until it is redelivered,
+    so "available again" is checked by fetching: a second client's
+    fetch_no_wait right after stop() gets the 49 buffered messages. Three
+    rounds (one consumer each), so that a lucky thread switch cannot hide it."""
+    publish(js, subj, 50)
+    other = jss.connect(server.url, name="after-stop")
+    problems = []
+    try:
+        for rnd in range(3):
+            rcons = stream.create_consumer(durable_name=f"stop{rnd}", ack_policy="explicit")
+            ocons = other.jetstream().consumer(stream.name, rcons.name)
+            ctx = rcons.messages(max_messages=50)
+            taken = ctx.next(timeout=5)
+            wait_until(lambda: rcons.info().num_ack_pending == 50)  # the server sent all 50 …
+            nc.flush()  # … and they were read off the socket before the PONG: 49 are buffered
+            ctx.stop()
+            closed_at_return = ctx.closed
+            with ocons.fetch_no_wait(100) as again:
+                redelivered = list(again)
+            seqs = sorted(m.metadata.sequence.stream for m in redelivered)
+            expected = sorted(set(range(1, 51)) - {taken.metadata.sequence.stream})
+            if not closed_at_return:
+                problems.append(f"round {rnd}: ctx.closed was False right after stop() returned")
+            if seqs != expected:
+                problems.append(
+                    f"round {rnd}: right after stop() another client could fetch {len(seqs)} of the 49 buffered messages"
+                )
+            elif not all(m.metadata.num_delivered == 2 for m in redelivered):
+                problems.append(f"round {rnd}: the messages another client fetched were not the NAK'd ones")
+    finally:
+        other.close()
+    assert not problems, "\n".join(problems)
+
+    # stop() from inside a consume() handler returns at once.
+    stop_took = []
+    started = threading.Event()
+    contexts = []
+
+    def handler(m):
+        started.wait(5)
+        t = time.monotonic()
+        contexts[0].stop()
+        stop_took.append(time.monotonic() - t)
+
+    contexts.append(cons.consume(handler))
+    started.set()
+    assert contexts[0].wait(10), "consume() did not close after stop() from its handler"
+    assert stop_took and stop_took[0] < 0.5, f"stop() inside the handler took {stop_took}"
+
+
+class _ErrorRecords(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.records = []
+
+    def emit(self, record):
+        if record.exc_info or "Exception in callback" in record.getMessage():
+            self.records.append(record)
+
+
+def _start_loop(cons, errors_seen, which, starts):
+    """Start messages()/fetch() contexts and stop them, until the client is closed."""
+    while True:
+        try:
+            if which == "messages":
+                cons.messages(max_messages=10).stop()
+            else:
+                cons.fetch(1, expires=1).close()
+            starts.append(1)
+        except jss.ConnectionClosedError:
+            return
+        except BaseException as exc:
+            errors_seen.append(exc)
+            return
+
+
+@pytest.mark.timeout(90)
+def test_stop_before_start_raises_nothing(server, js, stream, subj, cons):
+    """close() stopping a context whose engine has not started yet (being
+    created on another thread at that moment) raises nothing, not even on the
+    loop thread (asyncio's "Exception in callback" log, or a failed background
+    task). Only reachable through this race, so it is run up to 40 times."""
+    publish(js, subj, 50)
+    records = _ErrorRecords()
+    watched = [logging.getLogger("asyncio"), logging.getLogger("jetstream_sync")]
+    for lg in watched:
+        lg.addHandler(records)
+    try:
+        for attempt in range(40):
+            client = jss.connect(server.url, name=f"stop-before-start-{attempt}")
+            scons = client.jetstream().consumer(stream.name, cons.name)
+            errors_seen = []
+            starts = []
+            workers = [
+                Bounded(lambda w=w: _start_loop(scons, errors_seen, w, starts), f"start-{w}")
+                for w in ("messages", "fetch") * 3
+            ]
+            wait_until(lambda: len(starts) >= 20 + attempt, timeout=20)  # close lands at a varying point
+            closing = Bounded(client.close, "close").join(15)
+            assert closing.finished, "close() did not return within 15s"
+            for w in workers:
+                w.join(5)
+            assert all(w.finished for w in workers), "a context start is still blocked 5s after close()"
+            assert not errors_seen, f"starting a context raised {errors_seen[:3]!r}, not ConnectionClosedError"
+            if records.records:
+                break
+    finally:
+        for lg in watched:
+            lg.removeHandler(records)
+    failures = [
+        f"{r.name}: {r.getMessage()} {r.exc_info[1]!r}" if r.exc_info else f"{r.name}: {r.getMessage()}"
+        for r in records.records
+    ]
+    assert not failures, "stopping a not-yet-started context raised on the loop thread:\n" + "\n".join(failures[:5])

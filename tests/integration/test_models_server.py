@@ -1,4 +1,5 @@
-"""Defect 22 against a real server: sourced/mirrored stream configs parse and round-trip."""
+"""Stream models against a real server: sourced/mirrored stream configs and
+consumer limits parse and round-trip."""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """Object store (ADR-20) against a real server: nats.py's ObjectStoreTest and
 nats.go's object_test.go cases in blocking form, round trips at the chunk
-boundaries, corruption, failure clean-up, and validation before sending."""
+boundaries, corruption, failure clean-up (an info whose ack is lost or that
+the server stores late, a put cut by a server restart, a non-blocking
+reader), info writes racing a put of the same name, and validation before
+sending."""
 
 from __future__ import annotations
 
@@ -9,14 +12,17 @@ import hashlib
 import io
 import json
 import math
+import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
 import jetstream_sync as jss
+from jetstream_sync.object_store import store as object_store_module
 
-from .test_trust_errors import config_server
+from ..helpers import Bounded, config_server, wait_until
 
 
 CHUNK = 128 * 1024
@@ -234,6 +240,114 @@ def test_replacing_an_object_purges_its_old_chunks(js, obs):
     assert obs.get_bytes("A") == b"a" * 20
 
 
+def test_a_put_whose_info_ack_is_lost_completes(js, monkeypatch):
+    # The info was stored but its ack lost: the put used to purge the chunks
+    # the stored info names, leaving an object that could never be read.
+    store = js.create_object_store("LOSTACK")
+    old = store.put("n", os.urandom(300_000))
+    new = os.urandom(300_000)
+    publish_info = object_store_module.ObjectStore._publish_info
+
+    def stored_then_timeout(self, info, *args):
+        publish_info(self, info, *args)
+        raise jss.TimeoutError("ack lost (simulated)")
+
+    monkeypatch.setattr(object_store_module.ObjectStore, "_publish_info", stored_then_timeout)
+    info = store.put("n", new)
+    monkeypatch.undo()
+    assert store.get_info("n").nuid == info.nuid and info.mtime is not None
+    assert store.get_bytes("n") == new
+    # The replaced object's chunks are purged as after any put.
+    assert store.status().stream_info.state.messages == info.chunks + 1
+    assert old.nuid != info.nuid
+
+
+def test_a_put_whose_info_times_out_never_leaves_an_unreadable_object(private_server, monkeypatch):
+    # The server stalls while the info is in flight and stores it after the
+    # client gave up: whatever the put said, the name must read back whole.
+    with jss.connect(private_server.url) as nc:
+        js = nc.jetstream(timeout=1.0)
+        store = js.create_object_store("STALL")
+        old, new = os.urandom(300_000), os.urandom(300_000)
+        before = store.put("n", old)
+        publish_info = object_store_module.ObjectStore._publish_info
+        resumed = threading.Event()
+
+        def stall_then_publish(self, info, *args):
+            private_server.pause()
+
+            def resume():
+                private_server.resume()
+                resumed.set()
+
+            threading.Timer(2.5, resume).start()  # past the publish timeout and the check after it
+            publish_info(self, info, *args)
+
+        monkeypatch.setattr(object_store_module.ObjectStore, "_publish_info", stall_then_publish)
+        put = Bounded(lambda: store.put("n", new), name="put").join(20)
+        monkeypatch.undo()
+        assert put.finished
+        assert resumed.wait(10)
+        assert isinstance(put.error, jss.TimeoutError) or put.error is None
+        # The stalled info is stored once the server runs again: it must find its chunks.
+        wait_until(lambda: store.get_info("n").nuid != before.nuid, timeout=10)
+        assert store.get_bytes("n") == new
+
+
+def test_a_big_put_cut_by_a_server_restart_fails_cleanly_or_completes(private_server, fnc):
+    js = fnc.jetstream(timeout=2.0)
+    store = js.create_object_store("CUT")
+    old = os.urandom(500_000)
+    store.put("big", old)
+    data = os.urandom(20 * 1024 * 1024)
+
+    class RestartMidway(io.RawIOBase):
+        def __init__(self):
+            self.src, self.done = io.BytesIO(data), False
+
+        def readable(self):
+            return True
+
+        def read(self, n=-1):
+            if not self.done and self.src.tell() >= len(data) // 2:
+                self.done = True
+                fnc.flush()
+                private_server.restart()
+            return self.src.read(n)
+
+    put = Bounded(lambda: store.put("big", RestartMidway()), name="put").join(60)
+    assert put.finished
+    wait_until(lambda: _readable(store), timeout=20)
+    got = store.get_bytes("big")
+    assert got == (data if put.error is None else old)
+
+
+def _readable(store):
+    try:
+        store.get_info("big")
+        return True
+    except (jss.TimeoutError, jss.NoRespondersError):
+        return False
+
+
+def test_a_put_from_a_non_blocking_reader_fails_instead_of_storing_a_truncated_object(js):
+    store = js.create_object_store("NB")
+    reads = iter([b"abc", None, b"def", b""])
+
+    class NonBlocking(io.RawIOBase):
+        def readable(self):
+            return True
+
+        def read(self, n=-1):
+            return next(reads)
+
+    with pytest.raises(jss.InvalidOptionError, match="non-blocking"):
+        store.put("nb", NonBlocking())
+    with pytest.raises(jss.ObjectNotFoundError):
+        store.get_info("nb")
+    assert store.status().stream_info.state.messages == 0
+
+
 # -- files and names ------------------------------------------------------------------------
 
 
@@ -382,6 +496,76 @@ def test_links(js):
     with pytest.raises(jss.ObjectLinkError):
         root.add_link("ToDeletedFresh", root.get_info("A", show_deleted=True))
     assert root.add_link("A", root.get_info("B")).is_link  # a deleted name may become a link
+
+
+# -- info writes racing a put of the same name ---------------------------------------------
+
+
+def test_concurrent_puts_of_one_name_leave_only_the_winners_chunks(js):
+    # Each put purged what it saw before uploading: every loser's chunks stayed for good.
+    store = js.create_object_store("RACE")
+    datas = [os.urandom(300_000) for _ in range(8)]
+    start = threading.Barrier(len(datas))
+
+    def put(data):
+        start.wait(10)
+        return store.put("same", data)
+
+    puts = [Bounded(lambda d=d: put(d), name="put") for d in datas]
+    assert all(p.join(30).finished and p.error is None for p in puts)
+    info = store.get_info("same")
+    assert store.get_bytes("same") in datas
+    assert store.status().stream_info.state.messages == info.chunks + 1
+
+
+def _put_gets_in_between(monkeypatch, store, when, data):
+    """Run ``store.put("n", data)`` right before the first info write that ``when(info)`` picks."""
+    publish_info = object_store_module.ObjectStore._publish_info
+    armed = [True]
+
+    def put_first(self, info, *args):
+        if armed[0] and when(info):
+            armed[0] = False
+            store.put("n", data)
+        return publish_info(self, info, *args)
+
+    monkeypatch.setattr(object_store_module.ObjectStore, "_publish_info", put_first)
+
+
+def test_update_meta_racing_a_put_keeps_the_new_object(js, monkeypatch):
+    # update_meta wrote back the info it had read: the name then named the
+    # chunks the put had just purged, and every read failed.
+    store = js.create_object_store("RACE")
+    store.put("n", os.urandom(300_000))
+    new = os.urandom(300_000)
+    _put_gets_in_between(monkeypatch, store, lambda info: info.description == "edited", new)
+    store.update_meta("n", jss.ObjectMeta(name="n", description="edited"))
+    monkeypatch.undo()
+    assert store.get_bytes("n") == new
+    assert store.get_info("n").description == "edited"
+
+
+def test_delete_racing_a_put_purges_what_it_deleted(js, monkeypatch):
+    # delete marked and purged the object it had read; the put's chunks stayed, unreachable.
+    store = js.create_object_store("RACE")
+    store.put("n", os.urandom(300_000))
+    _put_gets_in_between(monkeypatch, store, lambda info: info.deleted, os.urandom(300_000))
+    store.delete("n")
+    monkeypatch.undo()
+    with pytest.raises(jss.ObjectDeletedError):
+        store.get_info("n")
+    assert store.status().stream_info.state.messages == 1  # the delete marker alone
+
+
+def test_add_link_racing_a_put_does_not_replace_the_object(js, monkeypatch):
+    store = js.create_object_store("RACE")
+    target = store.put("target", b"t")
+    new = os.urandom(300_000)
+    _put_gets_in_between(monkeypatch, store, lambda info: info.is_link, new)
+    with pytest.raises(jss.ObjectAlreadyExistsError):
+        store.add_link("n", target)
+    monkeypatch.undo()
+    assert store.get_bytes("n") == new
 
 
 # -- validation before anything is sent -------------------------------------------------------------

@@ -1,11 +1,15 @@
 """Object store reading over time against a real server: list and watch
-(nats.py's and nats.go's cases in blocking form), mirrors, concurrent use,
-faults under a running read, and 200 MiB through bounded memory."""
+(nats.py's and nats.go's cases in blocking form, and a watch's initial infos
+ended while writes keep coming), mirrors, concurrent use, faults under a
+running read or watch (a server restart, a deleted store), and 200 MiB
+through bounded memory."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
+import os
 import random
 import threading
 import time
@@ -13,8 +17,9 @@ import time
 import pytest
 
 import jetstream_sync as jss
+from jetstream_sync.object_store import store as object_store_module
 
-from ..helpers import wait_until
+from ..helpers import Bounded, marker_then_updates, wait_blocked, wait_until
 from .test_memory import MIB, rss_bytes
 from .test_object_store import CHUNK, sha
 
@@ -120,6 +125,18 @@ def test_mirror_bucket(js, obs):
     assert mirror.get_bytes("A") == b"abc"
     with mirror.watch() as w:
         assert [w.next(5).name, w.next(5)] == ["A", None]
+
+
+def test_the_object_watch_marker_comes_after_the_initial_infos_even_when_writes_keep_coming(js):
+    # New names only: replacing infos not yet delivered stalls a
+    # last-per-subject consumer on nats-server 2.15.1 (a server bug).
+    store = js.create_object_store("BUSYOBJ")
+    meta_subject = object_store_module.obj.meta_subject
+
+    def info(i):
+        return json.dumps(jss.ObjectInfo(name=f"o{i}", bucket="BUSYOBJ", nuid=f"N{i}").to_wire()).encode()
+
+    marker_then_updates(js, lambda i: meta_subject("BUSYOBJ", f"o{i}"), info, store.watch, store.list)
 
 
 # -- concurrency and resources ------------------------------------------------------------------
@@ -233,3 +250,59 @@ def test_a_reader_learns_promptly_that_its_object_went_away(obs, change):
         result.read()  # what was buffered, then the end that never comes
     assert time.monotonic() - t0 < 10
     result.close()
+
+
+def test_an_object_watch_read_by_two_threads_keeps_each_ones_timeout(js):
+    # The reader blocked in next() held the watcher's lock: another thread's
+    # next(timeout=0.5) waited for it, past its timeout, until the watch stopped.
+    store = js.create_object_store("TWO")
+    with store.watch(updates_only=True) as w:
+        got = []
+        first = Bounded(lambda: [got.append(info.name) for info in w], name="iterating")
+        wait_blocked(first.thread)
+        second = Bounded(lambda: w.next(timeout=0.5), name="bounded").join(10)
+        assert second.finished and isinstance(second.error, jss.TimeoutError) and second.elapsed < 3
+        store.put("a", b"x")
+        wait_until(lambda: got == ["a"], timeout=10)
+    assert first.join(10).finished and first.error is None
+
+
+def test_an_object_watch_goes_on_across_a_server_restart(private_server, fnc):
+    js = fnc.jetstream(timeout=2.0)
+    store = js.create_object_store("RESTART")
+    seen = []
+    with store.watch(updates_only=True) as w:
+        reader = Bounded(lambda: [seen.append(info.name) for info in w], name="watch")
+        for i in range(20):
+            if i == 10:
+                fnc.flush()
+                private_server.restart()
+            wait_until(lambda i=i: _put_tolerating_the_restart(store, f"o{i}"), timeout=20)
+        wait_until(lambda: len(set(seen)) == 20, timeout=20)
+    assert reader.join(10).finished
+    # In order; a put retried after a lost ack may show twice, nothing is lost.
+    assert sorted(set(seen), key=lambda n: int(n[1:])) == [f"o{i}" for i in range(20)]
+    assert [n for i, n in enumerate(seen) if i == 0 or n != seen[i - 1]] == [f"o{i}" for i in range(20)]
+
+
+def _put_tolerating_the_restart(store, name):
+    try:
+        store.put(name, b"x")
+        return True
+    except (jss.TimeoutError, jss.NoRespondersError, jss.ConnectionClosedError):
+        return False
+
+
+def test_a_read_and_a_watch_of_a_deleted_object_store_say_so(js):
+    # Both ended with a bare StreamNotFoundError about OBJ_<bucket> (KV says BucketNotFoundError).
+    store = js.create_object_store("GONE")
+    store.put("big", os.urandom(8 * 1024 * 1024))
+    with store.get("big") as r, store.watch() as w:
+        r.read(1)
+        assert w.next(timeout=5).name == "big"
+        js.delete_object_store("GONE")
+        with pytest.raises(jss.ObjectStoreNotFoundError, match="GONE"):
+            r.read()
+        with pytest.raises(jss.ObjectStoreNotFoundError, match="GONE"):
+            while True:
+                w.next(timeout=5)

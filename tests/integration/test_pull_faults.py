@@ -1,8 +1,10 @@
-"""The pull engine under faults: restarts, a paused server, Ctrl-C, and
+"""The pull engine under faults: restarts, a paused server, Ctrl-C (also in
+one of several threads sharing a context), a consumer deleted under load, and
 statuses provoked on a real server (limits, push consumers, bad requests)."""
 
 from __future__ import annotations
 
+import ctypes
 import signal
 import subprocess
 import sys
@@ -14,7 +16,7 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import PullSpy, publish, wait_until
+from ..helpers import Bounded, PullSpy, publish, wait_blocked, wait_until
 
 RECONNECT = dict(reconnect_time_wait=0.2, max_reconnect_attempts=-1)
 
@@ -303,3 +305,134 @@ def test_blocking_publish_and_request_across_a_server_restart(private_server):
         assert js.publish("rs.a", b"after").seq >= 2
     finally:
         nc.close()
+
+
+@pytest.mark.timeout(90)
+def test_consumer_deleted_under_load_ends_messages_and_consume(server, js, stream, subj):
+    """Under load (a backlog, and a publisher that keeps adding to it) pulls are
+    filled at once, so when the consumer is deleted there is usually no pull
+    waiting on the server to carry "409 Consumer Deleted". messages() and
+    consume() must still end with ConsumerDeletedError."""
+    publish(js, subj, 20_000)
+    it_cons = stream.create_consumer(durable_name="it", ack_policy="explicit")
+    cb_cons = stream.create_consumer(durable_name="cb", ack_policy="explicit")
+    other = jss.connect(server.url, name="load-and-delete")
+    ojs = other.jetstream()
+    stop_publishing = threading.Event()
+
+    def load():
+        while not stop_publishing.is_set():
+            for _ in range(500):
+                ojs.publish_async(subj, b"load")
+            ojs.publish_async_complete(timeout=10)
+
+    publisher = Bounded(load, "publisher")
+    ctx = it_cons.messages(expires=2, idle_heartbeat=0.5)
+    it_count = [0]
+
+    def iterate():
+        for m in ctx:
+            m.ack()
+            it_count[0] += 1
+        return "ended without error"
+
+    cb_count = [0]
+    cb_errors = []
+
+    def handler(m):
+        m.ack()
+        cb_count[0] += 1
+
+    iterator = Bounded(iterate, "iterator")
+    cc = cb_cons.consume(handler, error_handler=cb_errors.append, expires=2, idle_heartbeat=0.5)
+    try:
+        wait_until(lambda: it_count[0] >= 2000 and cb_count[0] >= 2000, timeout=30)
+
+        ojs.delete_consumer(stream.name, "it")
+        ojs.delete_consumer(stream.name, "cb")
+        deadline = time.monotonic() + 15
+        iterator.join(max(0.0, deadline - time.monotonic()))
+        consume_closed = cc.wait(max(0.0, deadline - time.monotonic()))
+
+        problems = []
+        if not iterator.finished:
+            problems.append(
+                f"messages() iteration still running 15s after its consumer was deleted (stats: {ctx.stats})"
+            )
+        elif not isinstance(iterator.error, jss.ConsumerDeletedError):
+            problems.append(f"messages() iteration ended with {iterator.error or iterator.result!r}")
+        if not consume_closed:
+            problems.append(f"consume() context still open 15s after its consumer was deleted (stats: {cc.stats})")
+        if not any(isinstance(e, jss.ConsumerDeletedError) for e in cb_errors):
+            seen = sorted({type(e).__name__ for e in cb_errors})
+            problems.append(f"consume() error_handler never saw ConsumerDeletedError, only {seen}")
+        assert not problems, "\n".join(problems)
+    finally:
+        stop_publishing.set()
+        ctx.stop()
+        cc.stop()
+        publisher.join(15)
+        other.close()
+
+
+def _interrupt(thread):
+    n = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(KeyboardInterrupt))
+    assert n == 1
+
+
+@pytest.mark.timeout(60)
+def test_interrupted_leader_wakes_other_threads_sharing_a_context(nc, js, subj, cons):
+    """Threads share one messages() context; Ctrl-C (KeyboardInterrupt) in the
+    one that leads the wait must not leave the others waiting forever."""
+    ctx = cons.messages()
+    received = []  # (thread index, data)
+    lock = threading.Lock()
+
+    def reader(i):
+        while True:
+            try:
+                m = ctx.next(timeout=None)
+            except jss.ConsumerStoppedError:
+                return "stopped"
+            with lock:
+                received.append((i, m.data))
+            m.ack()
+
+    # The first thread to wait leads; the others wait behind it.
+    threads = [Bounded(lambda: reader(0), "reader-0")]
+    wait_blocked(threads[0].thread)
+    for i in (1, 2, 3):
+        threads.append(Bounded(lambda i=i: reader(i), f"reader-{i}"))
+        wait_blocked(threads[i].thread)
+    leader = threads[0]
+    try:
+        _interrupt(leader.thread)
+        # A blocked thread only sees the interrupt when something wakes it: nudge.
+        for n in range(20):
+            js.publish(subj, b"nudge-%d" % n)
+            leader.join(0.5)
+            if leader.finished:
+                break
+        assert leader.finished, "the interrupted thread never ended"
+        assert isinstance(leader.error, KeyboardInterrupt), f"the interrupted thread ended with {leader.error!r}"
+
+        expected = {b"after-%d" % i for i in range(5)}
+        for data in sorted(expected):
+            js.publish(subj, data)
+
+        def got_all():
+            with lock:
+                return expected <= {d for i, d in received if i != 0}
+
+        try:
+            wait_until(got_all, timeout=10)
+        except AssertionError:
+            with lock:
+                got = sorted(d for i, d in received if i != 0)
+            raise AssertionError(
+                f"the other threads did not get the messages within 10s after the leader was interrupted; got {got}"
+            ) from None
+    finally:
+        ctx.stop()
+        for t in threads:
+            t.join(5)

@@ -445,7 +445,7 @@ authorization { users = [ {user: u, password: p, permissions: {subscribe: {allow
 
 @pytest.mark.timeout(60)
 def test_a_deliver_subject_refused_in_its_queue_group_ends_the_context(tmp_path):
-    from .test_trust_errors import config_server
+    from ..helpers import config_server
 
     srv = config_server(tmp_path, "pushperm", _DENY_GROUP_CONF)
     try:

@@ -79,7 +79,7 @@ def test_nak_delay_validated():
         msg.nak(delay=-1)
 
 
-# Defect 27: only plain ASCII decimal digits are numbers; empty tokens and
+# Only plain ASCII decimal digits are numbers; empty tokens and
 # timestamps outside datetime's range are not JetStream ack subjects.
 
 V1 = "$JS.ACK.S.C.{}.{}.{}.{}.{}"

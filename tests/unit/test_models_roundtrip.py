@@ -1,4 +1,4 @@
-"""Defect 22: stream/consumer models parse server JSON once and round-trip exactly."""
+"""Stream/consumer models parse server JSON once and round-trip exactly."""
 
 from __future__ import annotations
 
