@@ -32,6 +32,7 @@ from nats.aio.client import Client as _NatsClient
 
 from .. import errors
 from ..options import connect_durations, inbox_prefix, reply_room
+from . import fork as _fork
 from .loop import LoopThread, gevent_patched, register_exit_hook
 from .outbox import AckOutbox, subject_str
 from .publisher import AsyncPublisher
@@ -71,20 +72,11 @@ _PERMISSION = re.compile(
     r'Permissions Violation for (Publish|Subscription) to "?([^"\s]+)"?(?: using queue "?([^"\s]+)"?)?', re.IGNORECASE
 )
 
-# Bumped in a forked child: objects made before the fork compare it with
-# their own generation and refuse use (one int compare, cheap on hot paths).
-_generation = 0
 
-
+@_fork.on_child
 def _after_fork_in_child() -> None:
-    global _generation
-    _generation += 1
     for conn in list(_live):  # hot paths read this flag instead of comparing generations
         conn.in_child = True
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def check_servers(servers: List[str]) -> List[str]:
@@ -157,8 +149,8 @@ class Connection:
     """One nats-py connection and everything built on it."""
 
     def __init__(self, name: str = "jetstream-sync") -> None:
-        self.loop_thread = LoopThread(name)
-        self._generation = _generation
+        self.loop_thread = LoopThread(name)  # first: it catches up with a fork the hook missed
+        self._generation = _fork.generation
         self.nc: Optional[_NatsClient] = None
         self.fast = False  # the fast paths through nats-py internals are on
         self._dispatcher: Optional[Dispatcher] = None
@@ -193,19 +185,19 @@ class Connection:
         self._subs: Dict[int, Any] = {}  # sid -> nats-py subscription (loop thread)
         # Fire-and-forget tasks (loop thread): asyncio keeps only weak references to them.
         self._tasks: Set["asyncio.Future[None]"] = set()
-        self.in_child = False  # set in a forked child by the at-fork hook
+        self.in_child = False  # set in a forked child by the fork hook
         _live.add(self)
 
     # -- state (any thread) ----------------------------------------------------
 
     @property
     def forked(self) -> bool:
-        return self._generation != _generation
+        return self._generation != _fork.generation
 
     def check_fork(self) -> None:
         """Raise ForkedProcessError in a child process. Hot paths test
         ``in_child`` inline and call this only to raise."""
-        if self._generation != _generation or self.in_child:
+        if self._generation != _fork.generation or self.in_child:
             raise errors.ForkedProcessError(
                 "this object was created before os.fork() and cannot be used in the child process; "
                 "create a new Client in the child"
@@ -213,7 +205,7 @@ class Connection:
 
     def check(self) -> None:
         """Raise unless this connection may be used from this process now."""
-        if self._generation != _generation:
+        if self._generation != _fork.generation:
             raise errors.ForkedProcessError(
                 "this Client was created before os.fork() and cannot be used in the child process; "
                 "create a new Client in the child"
@@ -593,7 +585,7 @@ class Connection:
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Schedule ``fn(*args)`` on the loop without waiting (never blocks)."""
-        if self._generation != _generation:
+        if self._generation != _fork.generation:
             raise errors.ForkedProcessError("this Client cannot be used after os.fork()")
         self.loop_thread.call_soon(fn, *args)
 

@@ -11,7 +11,7 @@ PKG = Path(__file__).resolve().parents[2] / "jetstream_sync"
 
 # The core and what it is built from: none of them may import anything above.
 CORE = "_core.connection"
-BELOW_CORE = {"_core.loop", "_core.wire", "_core.outbox", "_core.publisher", "errors", "options", "models"}
+BELOW_CORE = {"_core.loop", "_core.wire", "_core.outbox", "_core.publisher", "_core.fork", "errors", "options", "models"}
 
 
 def dotted(path: Path) -> str:
@@ -92,3 +92,9 @@ def test_no_module_reads_another_modules_private_attributes():
                 assert node.attr in defined or public_anyway or base.startswith("_futures_base"), (
                     f"{name}.py:{node.lineno} reads {base}.{node.attr}, not defined in {name}.py"
                 )
+
+
+def test_one_fork_hook():
+    """os.register_at_fork only in _core.fork; the others register with fork.on_child()."""
+    for name, path in modules().items():
+        assert "register_at_fork" not in path.read_text() or name == "_core.fork", name
