@@ -19,7 +19,6 @@ import inspect
 import logging
 import os
 import queue
-import re
 import threading
 import time
 import urllib.parse
@@ -27,13 +26,13 @@ import weakref
 from functools import partial
 from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, Tuple, TypeVar, Union, cast
 
-import nats.errors as _nerr
 from nats.aio.client import Client as _NatsClient
 
 from .. import errors
 from ..options import connect_durations, inbox_prefix, reply_room
 from . import fork as _fork
 from .loop import LoopThread, gevent_patched, register_exit_hook
+from .nats_errors import NATS_ERRORS, InsecureServer, connect_error, most_specific, permission_violation, translate
 from .outbox import AckOutbox, subject_str
 from .publisher import AsyncPublisher
 from .wire import (
@@ -49,10 +48,9 @@ from .wire import (
     sid_of,
     subject_covers,
     supported,
-    translate,
 )
 
-__all__ = ["Connection", "translate", "redact_url", "Resource"]
+__all__ = ["Connection", "redact_url", "Resource"]
 
 T = TypeVar("T")
 _log = logging.getLogger("jetstream_sync._connection")  # the logger name users configure, kept from before the move
@@ -66,11 +64,6 @@ OWN_OPTIONS = frozenset({"retry_on_failed_connect"})
 # integration tier both ways).
 FAST_PATHS_ENV = "JETSTREAM_SYNC_FAST_PATHS"
 _SCHEMES = frozenset({"nats", "tls", "ws", "wss"})  # what nats-py connects with
-
-# nats-server: 'Permissions Violation for Subscription to "x" using queue "q"' (queue when given).
-_PERMISSION = re.compile(
-    r'Permissions Violation for (Publish|Subscription) to "?([^"\s]+)"?(?: using queue "?([^"\s]+)"?)?', re.IGNORECASE
-)
 
 
 @_fork.on_child
@@ -292,7 +285,7 @@ class Connection:
             if not retry and not failed.done() and not nc.is_connected:
                 attempts.append(exc)
                 if len(attempts) >= len(servers):  # every server failed once: say why at once
-                    failed.set_result(_most_specific(attempts))
+                    failed.set_result(most_specific(attempts))
                 return
             await self._on_error(exc)
 
@@ -313,7 +306,7 @@ class Connection:
                 connecting.result()
                 if not self._secure_enough():
                     await self._close_quietly(nc)
-                    raise self._no_servers(_InsecureServer())
+                    raise self._no_servers(InsecureServer())
                 self.last_url = self.connected_url
                 _log.info("connected to %s", self.last_url)
                 return
@@ -347,10 +340,7 @@ class Connection:
     def _no_servers(self, cause: Optional[BaseException]) -> errors.JetStreamError:
         where = ", ".join(redact_url(s) for s in self._servers)
         info = server_info(self.nc) if self.nc is not None else None
-        reason = describe_connect_error(cause, info, self._tls_wanted)
-        if reason == "authorization violation":
-            return errors.AuthorizationError(f"could not connect to {where}: {reason}")
-        return errors.NoServersError(f"could not connect to {where}: {reason}")
+        return connect_error(cause, where, info, self._tls_wanted)
 
     def _event_cb(self, event: str) -> Callable[[], Awaitable[None]]:
         async def fire() -> None:
@@ -389,14 +379,11 @@ class Connection:
 
     async def _on_error(self, exc: Exception) -> None:
         """Loop thread: nats-py's error callback."""
-        text = str(exc)
-        match = _PERMISSION.search(text)
         err: BaseException
-        if match is not None:
-            kind, subject, queue = match.group(1).lower(), match.group(2), match.group(3) or ""
-            group = f" (queue group {queue!r})" if queue else ""
-            err = errors.PermissionDeniedError(f"permission denied: {kind} to {subject!r}{group}")
-            self._permission_denied(kind, subject, queue, err)
+        violation = permission_violation(exc)
+        if violation is not None:
+            err = violation.error
+            self._permission_denied(violation.kind, violation.subject, violation.queue, err)
         else:
             err = translate(exc)
             _log.debug("connection error: %r", exc)
@@ -521,7 +508,7 @@ class Connection:
             return self.loop_thread.run(coro, timeout)
         except errors.JetStreamError:
             raise
-        except (_nerr.Error, asyncio.TimeoutError) as exc:
+        except NATS_ERRORS as exc:
             raise translate(exc) from exc
         finally:
             if inner is not coro and inspect.getcoroutinestate(inner) == inspect.CORO_CREATED:
@@ -929,79 +916,6 @@ def header_block_of(m: Any) -> Optional[bytes]:
         lines.append(b"%s: %s\r\n" % (k.encode(), v.encode()))
     lines.append(b"\r\n")
     return b"".join(lines)
-
-
-class _InsecureServer(Exception):
-    """TLS was asked for; the server offered a plain connection."""
-
-
-def _most_specific(attempts: List[BaseException]) -> BaseException:
-    """Of several failed attempts, one that names a cause a user can act on."""
-    for exc in attempts:
-        if describe_connect_error(exc) not in ("timed out", "connection refused"):
-            return exc
-    return attempts[-1]
-
-
-_CLIENT_CERT = "load one signed by a CA the server trusts with ssl_ctx.load_cert_chain() on the tls context"
-
-
-def describe_connect_error(
-    exc: Optional[BaseException], info: Optional[Dict[str, Any]] = None, tls: bool = False
-) -> str:
-    """A short, secret-free reason for a failed connection attempt; ``info``
-    is the last INFO the server sent (if any), ``tls`` whether TLS was asked for.
-
-    A server that verifies client certificates (``tls { verify: true }``)
-    rejects a client without one after the TLS 1.3 handshake: the alert
-    "certificate required", or, as often, only a reset or EOF. Python's
-    SSLContext cannot tell whether a certificate was loaded into it, so that
-    case names both causes."""
-    import socket
-    import ssl
-
-    if exc is None:
-        return "timed out"
-    if isinstance(exc, _InsecureServer):
-        return "TLS error: secure connection not available (the server does not offer TLS)"
-    seen: Set[int] = set()
-    cur: Optional[BaseException] = exc
-    while cur is not None and id(cur) not in seen:  # the most specific cause
-        seen.add(id(cur))
-        if isinstance(cur, _nerr.AuthorizationError) or "authorization violation" in str(cur).lower():
-            return "authorization violation"
-        if isinstance(cur, ssl.SSLCertVerificationError):
-            return f"TLS certificate error: {cur.verify_message or cur.reason}"
-        if isinstance(cur, ssl.SSLError) and "CERTIFICATE_REQUIRED" in str(cur.reason):
-            return f"TLS error: the server requires a client certificate (verify mode) and none was sent: {_CLIENT_CERT}"
-        if _closed_by_peer(cur) and info and info.get("tls_verify"):
-            return (
-                "TLS error: the server requires a client certificate (verify mode) and closed the connection"
-                f" after the TLS handshake: none was sent, or it was refused; {_CLIENT_CERT}"
-            )
-        if _closed_by_peer(cur) and (tls or info and info.get("tls_required")):
-            return f"connection closed by the server during TLS setup: the server may require a client certificate (verify mode); {_CLIENT_CERT}"
-        if isinstance(cur, ssl.SSLError):
-            return f"TLS error: {cur.reason or cur}"
-        if isinstance(cur, socket.gaierror):
-            return f"name not resolved ({cur.strerror})"
-        if isinstance(cur, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(cur, (asyncio.TimeoutError, TimeoutError)):
-            return "timed out"
-        if isinstance(cur, OSError) and cur.strerror:
-            return cur.strerror.lower()
-        cur = cur.__cause__ or cur.__context__
-    return type(exc).__name__
-
-
-def _closed_by_peer(exc: BaseException) -> bool:
-    """A reset or EOF from the other end (as a server that refused the TLS client is seen)."""
-    import ssl
-
-    return isinstance(
-        exc, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, EOFError, ssl.SSLEOFError, _nerr.UnexpectedEOF)
-    )
 
 
 def _log_send_failure(task: "asyncio.Task[Any]") -> None:

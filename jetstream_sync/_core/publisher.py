@@ -13,7 +13,8 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Tuple, cast
 
 from .. import errors, options
-from .wire import Batcher, load_speedups, subject_covers, translate
+from .nats_errors import translate
+from .wire import Batcher, load_speedups, subject_covers
 from ..models import PubAck
 
 if TYPE_CHECKING:  # pragma: no cover

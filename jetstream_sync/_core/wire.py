@@ -30,12 +30,9 @@ import os
 import time
 from typing import Any, Callable, Deque, Dict, List, Optional, Protocol, TypeVar
 
-import nats.errors as _nerr
 from nats.aio.client import Client as _NatsClient
 from nats.errors import ProtocolError
 from nats.protocol.parser import AWAITING_CONTROL_LINE, Parser
-
-from .. import errors
 
 __all__ = [
     "supported",
@@ -49,7 +46,6 @@ __all__ = [
     "send_raw",
     "sid_of",
     "fix_late_pong",
-    "translate",
     "subject_covers",
     "parse_header_lines",
     "REPLY_INBOX",
@@ -534,30 +530,7 @@ class Batcher:
             await self._publish_each()
 
 
-# -- the boundary with nats-py: errors, subjects, headers -----------------------------
-
-
-def translate(exc: BaseException) -> BaseException:
-    """Map a nats-py / asyncio / OS exception to this library's hierarchy.
-
-    The one place errors from below are translated; callers ``raise
-    translate(exc) from exc`` so the cause is kept.
-    """
-    if isinstance(exc, errors.JetStreamError):
-        return exc
-    if isinstance(exc, (_nerr.ConnectionClosedError, _nerr.ConnectionDrainingError)):
-        return errors.ConnectionClosedError(str(exc) or "connection closed")
-    if isinstance(exc, _nerr.NoRespondersError):
-        return errors.NoRespondersError("no responders available for request")
-    if isinstance(exc, (_nerr.TimeoutError, asyncio.TimeoutError)):
-        return errors.TimeoutError(str(exc) or "timed out")
-    if isinstance(exc, _nerr.NoServersError):
-        return errors.NoServersError(str(exc) or "no servers available for connection")
-    if isinstance(exc, (_nerr.BadSubjectError, _nerr.MaxPayloadError, _nerr.BadHeaderError)):
-        return errors.InvalidOptionError(str(exc) or exc.__class__.__name__)
-    if isinstance(exc, _nerr.Error):
-        return errors.JetStreamError(str(exc) or exc.__class__.__name__)
-    return exc
+# -- the boundary with nats-py: subjects, headers, INFO -----------------------------
 
 
 REPLY_INBOX = "\0reply-inbox"  # watch key: a denied subscription on the request inbox (lower case)
