@@ -200,6 +200,7 @@ class FastParser(Parser):
         self._need = 0
 
     async def parse(self, data: bytes = b"") -> None:
+        # Long: the hot loop over each message of a read, kept flat: a helper call per message would slow the parser.
         if self.state != AWAITING_CONTROL_LINE:
             await super().parse(data)
             return

@@ -11,7 +11,11 @@ PKG = Path(__file__).resolve().parents[2] / "jetstream_sync"
 
 # The core and what it is built from: none of them may import anything above.
 CORE = "_core.connection"
-BELOW_CORE = {"_core.loop", "_core.wire", "_core.outbox", "_core.publisher", "_core.fork", "_core.nats_errors", "errors", "options", "models"}
+BELOW_CORE = {
+    "_core.loop", "_core.wire", "_core.outbox", "_core.publisher", "_core.fork", "_core.nats_errors",
+    "_core.connect", "_core.events", "_core.permissions", "_core.subscriptions", "_core.ack_order",
+    "errors", "options", "models",
+}  # fmt: skip
 
 
 def dotted(path: Path) -> str:
@@ -92,6 +96,24 @@ def test_no_module_reads_another_modules_private_attributes():
                 assert node.attr in defined or public_anyway or base.startswith("_futures_base"), (
                     f"{name}.py:{node.lineno} reads {base}.{node.attr}, not defined in {name}.py"
                 )
+
+
+def test_core_modules_and_functions_fit_a_screen_or_say_why():
+    """No _core module over ~600 lines, no _core function over ~60, without
+    a reason at its top (a function's: a comment starting with ``# Long:``)."""
+    for name, path in modules().items():
+        if not name.startswith("_core."):
+            continue
+        source = path.read_text()
+        lines = source.splitlines()
+        assert len(lines) <= 600 or "Long:" in (ast.get_docstring(ast.parse(source)) or ""), name
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno is not None:
+                if node.end_lineno - node.lineno + 1 > 60:
+                    has_doc = ast.get_docstring(node) is not None and len(node.body) > 1
+                    first = node.body[1] if has_doc else node.body[0]  # the reason comes before it
+                    top = "\n".join(lines[node.lineno - 1 : first.lineno])
+                    assert "# Long:" in top, f"{name}.{node.name} has {node.end_lineno - node.lineno + 1} lines"
 
 
 def test_one_fork_hook_and_one_module_that_maps_nats_py_errors():
