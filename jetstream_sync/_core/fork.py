@@ -21,15 +21,19 @@ import logging
 import os
 from typing import Callable, List
 
-__all__ = ["on_child", "check_pid", "pid_changed", "generation", "pid"]
+__all__ = ["on_child", "check_pid", "generation", "pid"]
 
 _log = logging.getLogger("jetstream_sync._connection")  # the logger name users configure, kept from before the move
 
-# Written only by _in_child (in a new child, before any other thread exists
-# there); read anywhere. Objects made before a fork keep the generation they
-# were made in and compare it: one int compare, cheap on hot paths.
+# Written only by _in_child: at the fork (the child has one thread then), or
+# at the first check_pid() of a child the hook missed; read anywhere without a
+# lock (a lock held by another thread at the fork would stay held in the
+# child). Objects made before a fork keep the generation they were made in
+# and compare it: one int compare, cheap on hot paths.
 generation = 0
-pid = os.getpid()  # this process, as the hook last saw it
+# This process, as the hook last saw it: getpid() differs in a child whose
+# fork the hook did not see (a fork made from C that bypassed it).
+pid = os.getpid()
 
 _callbacks: List[Callable[[], None]] = []
 
@@ -41,15 +45,10 @@ def on_child(callback: Callable[[], None]) -> Callable[[], None]:
     return callback
 
 
-def pid_changed() -> bool:
-    """True in a child whose fork the hook did not see (os.register_at_fork
-    missing, or a fork made from C that bypassed it)."""
-    return os.getpid() != pid
-
-
 def check_pid() -> None:
     """Run the child callbacks now if this process is a child the hook did
-    not see; otherwise nothing (one getpid)."""
+    not see (os.register_at_fork missing, or a fork made from C that
+    bypassed it); otherwise nothing (one getpid)."""
     if os.getpid() != pid:
         _in_child()
 

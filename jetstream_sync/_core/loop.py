@@ -75,7 +75,7 @@ class LoopThread:
 
     def check_usable(self) -> None:
         """Raise unless a blocking call may be made from this thread now."""
-        if self._forked or _fork.pid_changed():
+        if self._forked or os.getpid() != _fork.pid:
             raise errors.ForkedProcessError(
                 "this Client was created in process %d and cannot be used after "
                 "os.fork(); create a new Client in the child process" % self._created_in
