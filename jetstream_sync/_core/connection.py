@@ -1,9 +1,12 @@
 """The connection core: the one owner of everything a Client is made of.
 
-A :class:`Connection` owns the loop thread, the nats-py client and its
-version-gated fast paths (:mod:`._wire`), the dispatcher of raw subscription
-handlers, the ack outbox, the one async publisher, the registry of live
-contexts / fetches / subscriptions, and the translation of nats-py errors.
+A :class:`Connection` owns the loop thread (:mod:`.loop`), the nats-py
+client and its version-gated fast paths (:mod:`.wire`), the core
+subscriptions (:mod:`.subscriptions`), the ack outbox, the one async
+publisher, the registry of live contexts / fetches / subscriptions, the
+connection events (:mod:`.events`) and the routing of permission violations
+(:mod:`.permissions`). Connecting is in :mod:`.connect`, the mapping of
+nats-py errors in :mod:`.nats_errors`, the fork hook in :mod:`.fork`.
 Everything above it (Client, JetStream, the pull engines, the contexts, Msg)
 calls its methods; it imports nothing above it.
 
@@ -17,120 +20,42 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import os
-import queue
-import re
 import threading
 import time
-import urllib.parse
 import weakref
-from functools import partial
-from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, Tuple, TypeVar, Union, cast
+from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Set, TypeVar, Union
 
-import nats.errors as _nerr
 from nats.aio.client import Client as _NatsClient
 
 from .. import errors
-from ..options import connect_durations, inbox_prefix, reply_room
-from .loop import LoopThread, gevent_patched, register_exit_hook
-from .outbox import AckOutbox, subject_str
+from ..options import reply_room
+from . import fork as _fork
+from .ack_order import RECENT_ACKS, after_acks, after_queued
+from .connect import Settings, check_servers, check_settings, close_quietly, fast_paths_wanted, first_connect
+from .connect import redact_url, secure_enough
+from .events import Events, log_event
+from .loop import LoopThread, register_exit_hook
+from .nats_errors import NATS_ERRORS, permission_violation, translate
+from .outbox import AckOutbox
+from .permissions import PermissionWatchers
 from .publisher import AsyncPublisher
-from .wire import (
-    REPLY_INBOX,
-    Dispatcher,
-    Handler,
-    Sink,
-    deliver_one,
-    fix_late_pong,
-    pub_command,
-    send_raw,
-    server_info,
-    sid_of,
-    subject_covers,
-    supported,
-    translate,
-)
+from .subscriptions import Subscriptions
+from .wire import REPLY_INBOX, Dispatcher, Handler, Sink, fix_late_pong, pub_command, send_raw, supported
 
-__all__ = ["Connection", "translate", "redact_url", "Resource"]
+# check_servers and redact_url are connect's; named here too for the modules that import them from here.
+__all__ = ["Connection", "Resource", "live_connections", "check_servers", "redact_url"]
 
 T = TypeVar("T")
 _log = logging.getLogger("jetstream_sync._connection")  # the logger name users configure, kept from before the move
 
-EVENTS = ("disconnected", "reconnected", "closed")
-_USER_CALLBACKS = ("error_cb", "disconnected_cb", "closed_cb", "discovered_server_cb", "reconnected_cb")
-NATS_OPTIONS = frozenset(inspect.signature(_NatsClient.connect).parameters) - {"self", "servers"}
-# Our own connect() options, not passed to nats-py.
-OWN_OPTIONS = frozenset({"retry_on_failed_connect"})
-# JETSTREAM_SYNC_FAST_PATHS=0 forces the public nats-py API (CI runs the
-# integration tier both ways).
-FAST_PATHS_ENV = "JETSTREAM_SYNC_FAST_PATHS"
-_SCHEMES = frozenset({"nats", "tls", "ws", "wss"})  # what nats-py connects with
-
-# nats-server: 'Permissions Violation for Subscription to "x" using queue "q"' (queue when given).
-_PERMISSION = re.compile(
-    r'Permissions Violation for (Publish|Subscription) to "?([^"\s]+)"?(?: using queue "?([^"\s]+)"?)?', re.IGNORECASE
-)
-
-# Bumped in a forked child: objects made before the fork compare it with
-# their own generation and refuse use (one int compare, cheap on hot paths).
-_generation = 0
+# Every Connection alive in this process (for the signal helper and the fork hook).
+_live: "weakref.WeakSet[Connection]" = weakref.WeakSet()
 
 
+@_fork.on_child
 def _after_fork_in_child() -> None:
-    global _generation
-    _generation += 1
     for conn in list(_live):  # hot paths read this flag instead of comparing generations
         conn.in_child = True
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def check_servers(servers: List[str]) -> List[str]:
-    """``servers`` if each is a URL nats-py can connect to; InvalidOptionError otherwise."""
-    if not servers or not all(isinstance(s, str) and s for s in servers):
-        raise errors.InvalidOptionError("servers must be a URL or a non-empty list of URLs")
-    for url in servers:
-        scheme = url.partition("://")[0].lower() if "://" in url else "nats"
-        if scheme not in _SCHEMES:  # http:// would otherwise fail as an unresolvable host name
-            raise errors.InvalidOptionError(
-                f"unsupported URL scheme {scheme!r} in {redact_url(url)}: use nats://, tls://, ws:// or wss://"
-            )
-        full = url if "://" in url else "nats://" + url
-        try:  # as nats-py will read it; else its connect fails with a bare "Error"
-            parts = urllib.parse.urlsplit(full)
-            _ = parts.port
-            if "@" in full.partition("://")[2] and "@" not in parts.netloc:
-                raise ValueError("a '#', '/' or '?' cut the user part off")  # nats-py would dial the secret as a host
-        except ValueError:  # its text may quote a piece of the password: not shown
-            raise errors.InvalidOptionError(
-                f"invalid server URL {redact_url(url)}: its host or port cannot be read "
-                "(percent-encode '#', '/' and '?' in a password or token)"
-            ) from None
-    return servers
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password (or token in the user part) replaced by ``***``.
-
-    By hand, not urlsplit: a password with an unencoded ``#``, ``/`` or ``?``
-    ends urlsplit's netloc before the ``@``, and the secret came back whole.
-    The credentials run to the last ``@`` (one in a path would over-redact,
-    never leak)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    at = rest.rfind("@")
-    if at < 0:
-        return url
-    user, colon, _secret = rest[:at].partition(":")
-    cred = f"{user}:***" if colon else "***"
-    return f"{scheme}{sep}{cred}@{rest[at + 1:]}"
-
-
-# Every Connection alive in this process (for the signal helper).
-_live: "weakref.WeakSet[Connection]" = weakref.WeakSet()
 
 
 def live_connections() -> List["Connection"]:
@@ -157,11 +82,10 @@ class Connection:
     """One nats-py connection and everything built on it."""
 
     def __init__(self, name: str = "jetstream-sync") -> None:
-        self.loop_thread = LoopThread(name)
-        self._generation = _generation
+        self.loop_thread = LoopThread(name)  # first: it catches up with a fork the hook missed
+        self._generation = _fork.generation
         self.nc: Optional[_NatsClient] = None
         self.fast = False  # the fast paths through nats-py internals are on
-        self._dispatcher: Optional[Dispatcher] = None
         # Queues of acks and publishes sent in bursts; flush/drain/close and
         # every other call send them first (an ack precedes a later request).
         self.outbox = AckOutbox(self)
@@ -175,37 +99,31 @@ class Connection:
         self.closing = False
         self.closed = False
         self._closed_event = threading.Event()
-        self._listeners: Dict[str, List[Callable[[], None]]] = {e: [] for e in EVENTS}
-        self._user_cbs: Dict[str, Callable[..., Any]] = {}
-        self._cb_thread: Optional[_CallbackThread] = None
-        # Loop thread only: (subject, queue) -> callbacks told of a permission
-        # violation; queue None for publishes, "" for a subscription without one.
-        self._perm_watchers: Dict[Tuple[str, Optional[str]], Set[Callable[[BaseException], None]]] = {}
-        self._sub_perm: Dict[int, Callable[[], None]] = {}  # sid -> remover of its watcher (loop thread)
+        self._events = Events(self.loop_thread.name)
+        self._permissions = PermissionWatchers()  # loop thread only
+        self._subscriptions: Optional[Subscriptions] = None  # made at the connect (loop thread only)
         self._tls_wanted = False
         # Bytes of the longest reply inbox this connection makes (any thread reads it).
         self.reply_room = reply_room()
         self.pong_fixed = False  # nats-py's late-PONG bug is worked around
-        self._servers: List[str] = []
         # The server URL (password redacted) last connected to, for the logs:
         # nats-py forgets it at a disconnect. Written on the loop thread only.
         self.last_url: Optional[str] = None
-        self._subs: Dict[int, Any] = {}  # sid -> nats-py subscription (loop thread)
         # Fire-and-forget tasks (loop thread): asyncio keeps only weak references to them.
         self._tasks: Set["asyncio.Future[None]"] = set()
-        self.in_child = False  # set in a forked child by the at-fork hook
+        self.in_child = False  # set in a forked child by the fork hook
         _live.add(self)
 
     # -- state (any thread) ----------------------------------------------------
 
     @property
     def forked(self) -> bool:
-        return self._generation != _generation
+        return self._generation != _fork.generation
 
     def check_fork(self) -> None:
         """Raise ForkedProcessError in a child process. Hot paths test
         ``in_child`` inline and call this only to raise."""
-        if self._generation != _generation or self.in_child:
+        if self._generation != _fork.generation or self.in_child:
             raise errors.ForkedProcessError(
                 "this object was created before os.fork() and cannot be used in the child process; "
                 "create a new Client in the child"
@@ -213,7 +131,7 @@ class Connection:
 
     def check(self) -> None:
         """Raise unless this connection may be used from this process now."""
-        if self._generation != _generation:
+        if self._generation != _fork.generation:
             raise errors.ForkedProcessError(
                 "this Client was created before os.fork() and cannot be used in the child process; "
                 "create a new Client in the child"
@@ -256,173 +174,83 @@ class Connection:
     # -- connecting ---------------------------------------------------------------
 
     def connect(self, servers: Union[str, List[str]], options: Dict[str, Any]) -> None:
-        unknown = set(options) - NATS_OPTIONS - OWN_OPTIONS
-        if unknown:
-            raise errors.InvalidOptionError(f"unknown connect option(s): {', '.join(sorted(unknown))}")
-        connect_durations(options)
-        retry = bool(options.pop("retry_on_failed_connect", False))
-        for name in _USER_CALLBACKS:
-            cb = options.pop(name, None)
-            if cb is not None:
-                if not callable(cb):
-                    raise errors.InvalidOptionError(f"{name} must be callable")
-                self._user_cbs[name] = cb
-        if any(not inspect.iscoroutinefunction(cb) for cb in self._user_cbs.values()):
-            # Made here, on the caller's side: under gevent it must belong to the caller's hub.
-            self._cb_thread = _CallbackThread(f"{self.loop_thread.name}-callbacks")
-        server_list = check_servers([servers] if isinstance(servers, str) else list(servers))
-        if "inbox_prefix" in options:
-            self.reply_room = reply_room(inbox_prefix(options["inbox_prefix"]))
-        self._servers = server_list
-        deadline = None
-        if not retry:
-            deadline = float(options.get("connect_timeout", 2)) * max(1, len(server_list)) + 1.0
+        settings = check_settings(servers, options)
+        self._events.set_user_callbacks(settings.callbacks)
+        if settings.inbox_prefix is not None:
+            self.reply_room = reply_room(settings.inbox_prefix)
+        self._tls_wanted = settings.tls
         try:
-            self.loop_thread.run(self._aconnect(server_list, options, deadline, retry))
+            self.loop_thread.run(self._aconnect(settings))
         except BaseException:
             self.loop_thread.stop(timeout=1.0)
             raise
         register_exit_hook(self)
 
-    async def _aconnect(
-        self, servers: List[str], options: Dict[str, Any], deadline: Optional[float], retry: bool
-    ) -> None:
+    async def _aconnect(self, settings: Settings) -> None:
         nc = _NatsClient()
         self.nc = nc
         self.pong_fixed = fix_late_pong(nc)
-        if os.environ.get(FAST_PATHS_ENV, "1") != "0" and supported(nc):
-            self._dispatcher = Dispatcher(nc)  # before connect: its parser reads from the start
+        dispatcher = None
+        if fast_paths_wanted() and supported(nc):
+            dispatcher = Dispatcher(nc)  # before connect: its parser reads from the start
             self.fast = True
-        failed: "asyncio.Future[BaseException]" = asyncio.get_running_loop().create_future()
-        attempts: List[BaseException] = []
-
-        async def on_error(exc: Exception) -> None:
-            if not retry and not failed.done() and not nc.is_connected:
-                attempts.append(exc)
-                if len(attempts) >= len(servers):  # every server failed once: say why at once
-                    failed.set_result(_most_specific(attempts))
-                return
-            await self._on_error(exc)
-
-        cbs: Dict[str, Any] = dict(  # Any: nats-py checks each keyword's type, not a dict's
-            error_cb=on_error,
+        self._subscriptions = Subscriptions(nc, dispatcher, self._permissions, self._spawn)
+        callbacks: Dict[str, Any] = dict(
             disconnected_cb=self._event_cb("disconnected"),
             reconnected_cb=self._event_cb("reconnected"),
             closed_cb=self._event_cb("closed"),
         )
-        if "discovered_server_cb" in self._user_cbs:
-            cbs["discovered_server_cb"] = self._event_cb("discovered_server")
-        self._tls_wanted = bool(options.get("tls")) or any(s.startswith("tls://") for s in servers)
-        connecting = asyncio.ensure_future(nc.connect(servers, **options, **cbs))
-        try:
-            waiting: Set["asyncio.Future[Any]"] = {connecting, failed}
-            done, _ = await asyncio.wait(waiting, timeout=deadline, return_when=asyncio.FIRST_COMPLETED)
-            if connecting in done:
-                connecting.result()
-                if not self._secure_enough():
-                    await self._close_quietly(nc)
-                    raise self._no_servers(_InsecureServer())
-                self.last_url = self.connected_url
-                _log.info("connected to %s", self.last_url)
-                return
-            cause: Optional[BaseException] = failed.result() if failed in done else None
-            connecting.cancel()
-        except BaseException as exc:
-            connecting.cancel()
-            await self._close_quietly(nc)
-            if isinstance(exc, errors.JetStreamError):
-                raise
-            raise self._no_servers(exc) from exc
-        await self._close_quietly(nc)
-        raise self._no_servers(cause) from cause
+        if self._events.has_user_callback("discovered_server_cb"):
+            callbacks["discovered_server_cb"] = self._event_cb("discovered_server")
+        await first_connect(nc, settings, callbacks, self._on_error)
+        self.last_url = self.connected_url
+        _log.info("connected to %s", self.last_url)
 
-    def _secure_enough(self) -> bool:
-        """With ``tls`` (or a tls:// URL) the connection must be encrypted:
-        nats-py would otherwise go on in plain text with a server that does
-        not require TLS. Checked where nats-py shows the server's INFO."""
-        if not self._tls_wanted:
-            return True
-        info = server_info(self.nc) if self.nc is not None else None
-        return info is None or bool(info.get("tls_required"))
-
-    @staticmethod
-    async def _close_quietly(nc: _NatsClient) -> None:
-        try:
-            await nc.close()
-        except Exception:
-            pass
-
-    def _no_servers(self, cause: Optional[BaseException]) -> errors.JetStreamError:
-        where = ", ".join(redact_url(s) for s in self._servers)
-        info = server_info(self.nc) if self.nc is not None else None
-        reason = describe_connect_error(cause, info, self._tls_wanted)
-        if reason == "authorization violation":
-            return errors.AuthorizationError(f"could not connect to {where}: {reason}")
-        return errors.NoServersError(f"could not connect to {where}: {reason}")
+    # -- events and errors (loop thread unless said) -----------------------------------
 
     def _event_cb(self, event: str) -> Callable[[], Awaitable[None]]:
         async def fire() -> None:
-            self._log_event(event)
+            if event == "reconnected":  # also the first connect of retry_on_failed_connect
+                self.last_url = self.connected_url or self.last_url
+            log_event(event, self.last_url, self.closing)
             if event == "reconnected":
                 self._check_reconnected_secure()
-            for listener in list(self._listeners.get(event, ())):
-                try:
-                    listener()
-                except Exception:
-                    _log.exception("%s listener failed", event)
-            await self._dispatch_user(f"{event}_cb")
+            self._events.tell(event)
+            await self._events.call_user(f"{event}_cb")
 
         return fire
 
-    def _log_event(self, event: str) -> None:
-        """Loop thread: connection events at INFO, an unasked-for disconnect
-        at WARNING; URLs come from connected_url, so without passwords."""
-        if event == "reconnected":  # also the first connect of retry_on_failed_connect
-            self.last_url = self.connected_url or self.last_url
-            _log.info("reconnected to %s", self.last_url)
-        elif self.last_url is None:  # a failed first connect: the caller gets NoServersError instead
-            return
-        elif event == "disconnected":
-            level = logging.INFO if self.closing else logging.WARNING
-            _log.log(level, "disconnected from %s", self.last_url)
-        elif event == "closed":
-            _log.info("connection to %s closed", self.last_url)
-
     def _check_reconnected_secure(self) -> None:
-        if not self._secure_enough():
+        nc = self.nc
+        if nc is not None and not secure_enough(nc, self._tls_wanted):
             _log.error("reconnected to a server without TLS although TLS was requested: closing")
-            nc = self.nc
-            if nc is not None:
-                self._spawn(self._close_quietly(nc))
+            self._spawn(close_quietly(nc))
 
     async def _on_error(self, exc: Exception) -> None:
         """Loop thread: nats-py's error callback."""
-        text = str(exc)
-        match = _PERMISSION.search(text)
         err: BaseException
-        if match is not None:
-            kind, subject, queue = match.group(1).lower(), match.group(2), match.group(3) or ""
-            group = f" (queue group {queue!r})" if queue else ""
-            err = errors.PermissionDeniedError(f"permission denied: {kind} to {subject!r}{group}")
-            self._permission_denied(kind, subject, queue, err)
+        violation = permission_violation(exc)
+        if violation is not None:
+            err = violation.error
+            self._permission_denied(violation.kind, violation.subject, violation.queue, err)
         else:
             err = translate(exc)
             _log.debug("connection error: %r", exc)
-        await self._dispatch_user("error_cb", err)
+        await self._events.call_user("error_cb", err)
 
     def report_error(self, exc: BaseException, log: bool = True) -> None:
         """Any thread: pass an asynchronous problem (slow consumer, a failed
         callback …) to error_cb; ``log=False`` when the caller logged it."""
         if log:
             _log.warning("%s", exc)
-        if "error_cb" in self._user_cbs:
+        if self._events.has_user_callback("error_cb"):
             try:
                 self.call_soon(self._report_now, exc)
             except errors.JetStreamError:
                 pass
 
     def _report_now(self, exc: BaseException) -> None:
-        self._spawn(self._dispatch_user("error_cb", exc))
+        self._spawn(self._events.call_user("error_cb", exc))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Loop thread: run ``coro`` in the background, referenced until done."""
@@ -430,35 +258,12 @@ class Connection:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _dispatch_user(self, name: str, *args: Any) -> None:
-        cb = self._user_cbs.get(name)
-        if cb is None:
-            return
-        if inspect.iscoroutinefunction(cb):
-            try:
-                await cb(*args)
-            except Exception:
-                _log.exception("%s raised", name)
-            return
-        if self._cb_thread is None:
-            self._cb_thread = _CallbackThread(f"{self.loop_thread.name}-callbacks")
-        self._cb_thread.submit(cb, args)
-
     def add_listener(self, event: str, fn: Callable[[], None]) -> Callable[[], None]:
         """Call ``fn()`` on the loop thread at each ``event``; returns a remover.
 
         Events: "disconnected", "reconnected", "closed". ``fn`` must not block.
         """
-        listeners = self._listeners[event]
-        listeners.append(fn)
-
-        def remove() -> None:
-            try:
-                listeners.remove(fn)
-            except ValueError:
-                pass
-
-        return remove
+        return self._events.add_listener(event, fn)
 
     # -- permissions (loop thread) -------------------------------------------------
 
@@ -469,36 +274,15 @@ class Connection:
         refuses a publish on ``subject`` (or a subscription covering it);
         with ``queue`` ("" for none): if it refuses the subscription to
         exactly ``subject`` in that queue group. Returns a remover."""
-        # nats-py lowercases -ERR text: match subjects without case.
-        key = (subject.lower(), None if queue is None else queue.lower())
-        watchers = self._perm_watchers.setdefault(key, set())
-        watchers.add(callback)
-
-        def remove() -> None:
-            watchers.discard(callback)
-            if not watchers:
-                self._perm_watchers.pop(key, None)
-
-        return remove
+        return self._permissions.watch(subject, callback, queue)
 
     def _permission_denied(self, kind: str, subject: str, queue: str, err: BaseException) -> None:
-        subject = subject.lower()
-        hit = set(self._perm_watchers.get((subject, None), ()))  # watchers of this subject (a push deliver subject too)
-        if kind == "subscription":  # and the core subscription named, as subscribed (the server names it so)
-            hit |= self._perm_watchers.get((subject, queue.lower()), set())
+        hit = self._permissions.watchers_of(kind, subject, queue)
         if kind == "publish" or not queue:  # the reply inboxes have no queue group
             for pub in (self._publisher, self._requester):
                 if pub is not None:
-                    pub.denied(kind, subject, err)
-        if kind == "subscription" and not queue:  # a reply inbox ("_INBOX.x.*") covers the requests on it
-            for (watched, group), callbacks in list(self._perm_watchers.items()):
-                if group is None and subject_covers(subject, watched):
-                    hit |= callbacks
-        for callback in hit:
-            try:
-                callback(err)
-            except Exception:
-                _log.exception("permission watcher failed")
+                    pub.denied(kind, subject.lower(), err)
+        self._permissions.tell(hit, err)
 
     # -- calls from user threads ---------------------------------------------------
 
@@ -520,16 +304,16 @@ class Connection:
         outbox = self.outbox
         now = time.monotonic()
         if confirm_acks == "all" and (outbox.has_queued() or now - outbox.sent_at < RECENT_ACKS):
-            coro = self._after_acks(coro, timeout)
+            coro = after_acks(self, coro, timeout)
         elif confirm_acks == "naks" and now - outbox.last_nak < RECENT_ACKS:
-            coro = self._after_acks(coro, timeout)
+            coro = after_acks(self, coro, timeout)
         elif outbox.has_queued():
-            coro = self._after_queued(coro)
+            coro = after_queued(self, coro)
         try:
             return self.loop_thread.run(coro, timeout)
         except errors.JetStreamError:
             raise
-        except (_nerr.Error, asyncio.TimeoutError) as exc:
+        except NATS_ERRORS as exc:
             raise translate(exc) from exc
         finally:
             if inner is not coro and inspect.getcoroutinestate(inner) == inspect.CORO_CREATED:
@@ -546,54 +330,9 @@ class Connection:
         except errors.JetStreamError as exc:
             _log.debug("acks not confirmed: %r", exc)
 
-    async def _after_queued(self, coro: Coroutine[Any, Any, T]) -> T:
-        await self.send_batched()
-        return await coro
-
-    async def _after_acks(self, coro: Coroutine[Any, Any, T], timeout: Optional[float]) -> T:
-        bound = min(timeout or ACK_CONFIRM_TIMEOUT, ACK_CONFIRM_TIMEOUT)
-        if self.outbox.has_queued():
-            await self.send_acks_confirmed(bound)
-        elif time.monotonic() - self.outbox.sent_at < RECENT_ACKS:
-            # Sent moments ago without confirmation. A settled ack sent again
-            # as a request is a no-op whose reply comes once the server has
-            # processed it (and its consumer's earlier acks); otherwise a round
-            # trip lets the server take them in before this call.
-            last = self.outbox.last_sent
-            if last is not None and (last[1] == b"+ACK" or last[1].startswith(b"+TERM")):
-                try:
-                    await self._nats().request(subject_str(last[0]), last[1], timeout=bound)
-                except Exception as exc:
-                    _log.debug("ack confirmation: %r", exc)
-            else:
-                await self.round_trip(bound)
-        await self.send_batched()
-        return await coro
-
-    async def send_acks_confirmed(self, timeout: float) -> None:
-        """Loop thread: send the queued acks; the last one of each consumer
-        goes as a request, and its reply (sent once the server processed it,
-        and so every earlier ack of that consumer) is awaited, bounded."""
-        items = self.outbox.take_all()
-        if not items:
-            return
-        last: Dict[str, int] = {}
-        for i, (subject, _) in enumerate(items):
-            last[_consumer_of(subject_str(subject))] = i
-        confirm = set(last.values())
-        plain = [item for i, item in enumerate(items) if i not in confirm]
-        if plain:
-            self.outbox.put_many(plain)  # put_many sends at once, ahead of the requests below
-            self.outbox.send_now()
-        nc = self._nats()
-        requests = [nc.request(subject_str(items[i][0]), items[i][1], timeout=timeout) for i in sorted(confirm)]
-        for outcome in await asyncio.gather(*requests, return_exceptions=True):
-            if isinstance(outcome, BaseException):
-                _log.debug("ack confirmation: %r", outcome)
-
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Schedule ``fn(*args)`` on the loop without waiting (never blocks)."""
-        if self._generation != _generation:
+        if self._generation != _fork.generation:
             raise errors.ForkedProcessError("this Client cannot be used after os.fork()")
         self.loop_thread.call_soon(fn, *args)
 
@@ -640,14 +379,15 @@ class Connection:
 
     # -- loop-side primitives ---------------------------------------------------------
 
-    def _nats(self) -> _NatsClient:
+    def nats_client(self) -> _NatsClient:
+        """Loop thread: the nats-py client; ConnectionClosedError before the connect."""
         nc = self.nc
         if nc is None:
             raise errors.ConnectionClosedError("not connected")
         return nc
 
     def new_inbox(self) -> str:
-        return self._nats().new_inbox()
+        return self.nats_client().new_inbox()
 
     async def subscribe(
         self,
@@ -660,86 +400,25 @@ class Connection:
         """Loop thread: a core subscription whose messages go to
         ``handler(subject, reply, data, header_block)`` (all bytes; the header
         block includes the ``NATS/1.0`` status line), or in bulk to a
-        :class:`~._wire.Sink`. Returns its sid. If the server refuses it,
+        :class:`~.wire.Sink`. Returns its sid. If the server refuses it,
         it is removed and ``denied(PermissionDeniedError)`` called."""
-        nc = self._nats()
-        if denied is None:
-            return await self._open_sub(nc, subject, handler, queue, limits)
-        told = denied
-        sid: Optional[int] = None
-
-        def on_denied(err: BaseException) -> None:
-            if sid is not None:  # the server holds no such subscription; nats-py would resend it at reconnect
-                self._spawn(self.unsubscribe(sid))
-            told(err)
-
-        remove = self.watch_permission(subject, on_denied, queue)  # before the SUB is written
-        try:
-            sid = await self._open_sub(nc, subject, handler, queue, limits)
-        except BaseException:
-            remove()
-            raise
-        self._sub_perm[sid] = remove
-        return sid
-
-    async def _open_sub(
-        self, nc: _NatsClient, subject: str, handler: Union[Handler, Sink], queue: str, limits: Optional[Dict[str, int]]
-    ) -> int:
-        lim = limits if limits is not None else {"pending_msgs_limit": 0, "pending_bytes_limit": 0}
-        msgs_limit, bytes_limit = lim["pending_msgs_limit"], lim["pending_bytes_limit"]
-        # A Sink is told apart by its bulk entry point (Protocols are not checked at runtime).
-        sink = cast(Sink, handler) if hasattr(handler, "on_msgs") else None
-        plain = cast(Handler, handler)  # used only when it is not a Sink
-        if self.fast:
-            assert self._dispatcher is not None
-            # No callback: the dispatcher hands messages over as parsed.
-            sub = await nc.subscribe(
-                subject, queue=queue, pending_msgs_limit=msgs_limit, pending_bytes_limit=bytes_limit
-            )
-            if sink is not None:
-                self._dispatcher.register_sink(sid_of(sub), sink)
-            else:
-                self._dispatcher.register(sid_of(sub), plain)
-        else:
-            deliver: Handler = partial(deliver_one, sink) if sink is not None else plain
-
-            async def cb(m: Any) -> None:
-                deliver(m.subject.encode(), m.reply.encode(), m.data, header_block_of(m))
-
-            sub = await nc.subscribe(
-                subject, queue=queue, cb=cb, pending_msgs_limit=msgs_limit, pending_bytes_limit=bytes_limit
-            )
-        sid = sid_of(sub)
-        self._subs[sid] = sub
-        return sid
+        subs = self._subscriptions
+        if subs is None:
+            raise errors.ConnectionClosedError("not connected")
+        return await subs.subscribe(subject, handler, queue, limits, denied)
 
     def backlog(self, sid: int) -> int:
         """Loop thread: messages received for ``sid`` and not yet given to its
         handler (only without the fast paths, where nats-py queues them)."""
-        sub = self._subs.get(sid)
-        return sub.pending_msgs if sub is not None and not self.fast else 0
+        subs = self._subscriptions
+        return subs.backlog(sid) if subs is not None else 0
 
     async def unsubscribe(self, sid: int, drain: bool = False, timeout: float = 5.0) -> None:
         """Loop thread: remove interest. With ``drain``, what the server sent
         before the UNSUB still reaches the handler."""
-        sub = self._subs.pop(sid, None)
-        remove_watch = self._sub_perm.pop(sid, None)
-        if remove_watch is not None:
-            remove_watch()
-        try:
-            if sub is None or self.nc is None or self.nc.is_closed:
-                return
-            if drain:
-                # No wait_for: its extra task would let later publishes overtake the UNSUB.
-                async with asyncio.timeout(timeout):
-                    await sub.drain()
-            else:
-                await sub.unsubscribe()
-        except Exception as exc:  # connection going away: nothing more will arrive
-            _log.debug("unsubscribe: %r", exc)
-        finally:
-            if self._dispatcher is not None:
-                self._dispatcher.unregister(sid)
+        subs = self._subscriptions
+        if subs is not None:
+            await subs.unsubscribe(sid, drain, timeout)
 
     def send_pub(self, subject: str, reply: str, payload: bytes) -> bool:
         """Loop thread: publish without waiting; False if it cannot be sent."""
@@ -757,7 +436,7 @@ class Connection:
     ) -> None:
         """Loop thread: one publish through nats-py, written after everything
         this coroutine published before it."""
-        await self._nats().publish(subject, payload, reply=reply, headers=headers)
+        await self.nats_client().publish(subject, payload, reply=reply, headers=headers)
 
     def send_commands(self, data: bytes, msgs: int, size: int) -> bool:
         """Loop thread, fast paths only: pre-formatted protocol lines carrying
@@ -775,7 +454,7 @@ class Connection:
     ) -> Any:
         """Loop thread: one request/reply; a permission violation on ``subject``
         (or on the reply inbox) fails it at once with PermissionDeniedError."""
-        nc = self._nats()
+        nc = self.nats_client()
         task = asyncio.current_task()
         denied: List[BaseException] = []
 
@@ -833,7 +512,7 @@ class Connection:
 
     async def aflush(self, timeout: float) -> None:
         await self.send_batched()
-        await self._nats().flush(timeout=timeout)  # type: ignore[arg-type]  # nats-py says int; any number works
+        await self.nats_client().flush(timeout=timeout)  # type: ignore[arg-type]  # nats-py says int; any number works
 
     # -- shutdown ------------------------------------------------------------------
 
@@ -883,15 +562,14 @@ class Connection:
                 pub.fail_all(errors.ConnectionClosedError("connection closed before the publish was acknowledged"))
             for res in resources:  # anything that slipped through waits no more
                 res.connection_closing(error)
-            if self._cb_thread is not None:
-                self._cb_thread.stop()
+            self._events.stop()
             self._closed_event.set()
 
     async def _aclose(self, resources: List[Resource], timeout: float, drain: bool) -> None:
         tasks = [asyncio.ensure_future(r.connection_shutdown()) for r in resources]
         if tasks:
             await asyncio.wait(tasks, timeout=timeout / 2)
-        nc = self._nats()
+        nc = self.nats_client()
         try:
             self.outbox.seal()
             await self.send_batched()
@@ -909,151 +587,6 @@ class Connection:
         self.close(timeout=1.5)
 
 
-ACK_CONFIRM_TIMEOUT = 2.0  # at most this long for the server to confirm queued acks
-RECENT_ACKS = 0.5  # acks sent this recently are settled by a round trip before a pull or API call
-
-
-def _consumer_of(ack_subject: str) -> str:
-    """The stream.consumer part of a ``$JS.ACK`` subject (v1 or v2)."""
-    tokens = ack_subject.split(".")
-    return ".".join(tokens[2:4] if len(tokens) == 9 else tokens[4:6])
-
-
-def header_block_of(m: Any) -> Optional[bytes]:
-    """The NATS/1.0 header block of a nats-py Msg (status line included),
-    for handlers that take raw headers when the fast paths are off."""
-    hdrs = m.headers
-    if not hdrs:
-        return None
-    status = hdrs.get("Status")
-    first = b"NATS/1.0"
-    if status:
-        desc = hdrs.get("Description", "").split("\n", 1)[0].strip()
-        first += b" " + status.encode() + (b" " + desc.encode() if desc else b"")
-    lines = [first + b"\r\n"]
-    for k, v in hdrs.items():
-        if k in ("Status", "Description") and status:
-            continue
-        lines.append(b"%s: %s\r\n" % (k.encode(), v.encode()))
-    lines.append(b"\r\n")
-    return b"".join(lines)
-
-
-class _InsecureServer(Exception):
-    """TLS was asked for; the server offered a plain connection."""
-
-
-def _most_specific(attempts: List[BaseException]) -> BaseException:
-    """Of several failed attempts, one that names a cause a user can act on."""
-    for exc in attempts:
-        if describe_connect_error(exc) not in ("timed out", "connection refused"):
-            return exc
-    return attempts[-1]
-
-
-_CLIENT_CERT = "load one signed by a CA the server trusts with ssl_ctx.load_cert_chain() on the tls context"
-
-
-def describe_connect_error(
-    exc: Optional[BaseException], info: Optional[Dict[str, Any]] = None, tls: bool = False
-) -> str:
-    """A short, secret-free reason for a failed connection attempt; ``info``
-    is the last INFO the server sent (if any), ``tls`` whether TLS was asked for.
-
-    A server that verifies client certificates (``tls { verify: true }``)
-    rejects a client without one after the TLS 1.3 handshake: the alert
-    "certificate required", or, as often, only a reset or EOF. Python's
-    SSLContext cannot tell whether a certificate was loaded into it, so that
-    case names both causes."""
-    import socket
-    import ssl
-
-    if exc is None:
-        return "timed out"
-    if isinstance(exc, _InsecureServer):
-        return "TLS error: secure connection not available (the server does not offer TLS)"
-    seen: Set[int] = set()
-    cur: Optional[BaseException] = exc
-    while cur is not None and id(cur) not in seen:  # the most specific cause
-        seen.add(id(cur))
-        if isinstance(cur, _nerr.AuthorizationError) or "authorization violation" in str(cur).lower():
-            return "authorization violation"
-        if isinstance(cur, ssl.SSLCertVerificationError):
-            return f"TLS certificate error: {cur.verify_message or cur.reason}"
-        if isinstance(cur, ssl.SSLError) and "CERTIFICATE_REQUIRED" in str(cur.reason):
-            return f"TLS error: the server requires a client certificate (verify mode) and none was sent: {_CLIENT_CERT}"
-        if _closed_by_peer(cur) and info and info.get("tls_verify"):
-            return (
-                "TLS error: the server requires a client certificate (verify mode) and closed the connection"
-                f" after the TLS handshake: none was sent, or it was refused; {_CLIENT_CERT}"
-            )
-        if _closed_by_peer(cur) and (tls or info and info.get("tls_required")):
-            return f"connection closed by the server during TLS setup: the server may require a client certificate (verify mode); {_CLIENT_CERT}"
-        if isinstance(cur, ssl.SSLError):
-            return f"TLS error: {cur.reason or cur}"
-        if isinstance(cur, socket.gaierror):
-            return f"name not resolved ({cur.strerror})"
-        if isinstance(cur, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(cur, (asyncio.TimeoutError, TimeoutError)):
-            return "timed out"
-        if isinstance(cur, OSError) and cur.strerror:
-            return cur.strerror.lower()
-        cur = cur.__cause__ or cur.__context__
-    return type(exc).__name__
-
-
-def _closed_by_peer(exc: BaseException) -> bool:
-    """A reset or EOF from the other end (as a server that refused the TLS client is seen)."""
-    import ssl
-
-    return isinstance(
-        exc, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError, EOFError, ssl.SSLEOFError, _nerr.UnexpectedEOF)
-    )
-
-
 def _log_send_failure(task: "asyncio.Task[Any]") -> None:
     if not task.cancelled() and task.exception() is not None:
         _log.debug("send failed: %r", task.exception())
-
-
-class _CallbackThread:
-    """Runs user connection callbacks off the loop thread, in order.
-
-    Under gevent it is a greenlet of the hub that made it; the loop thread
-    (a real OS thread) hands it items through that hub's thread-safe queue.
-    """
-
-    def __init__(self, name: str) -> None:
-        self._queue: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
-        self._hub: Any = None
-        if gevent_patched():
-            import gevent
-
-            self._hub = gevent.get_hub()
-        self._thread = threading.Thread(target=self._main, name=name, daemon=True)
-        self._thread.start()
-
-    def submit(self, fn: Callable[..., Any], args: Any) -> None:
-        self._put((fn, args))
-
-    def stop(self) -> None:
-        self._put(None)
-
-    def _put(self, item: Any) -> None:
-        hub = self._hub
-        if hub is None or threading.get_ident() == getattr(hub, "thread_ident", None):
-            self._queue.put(item)
-        else:
-            hub.loop.run_callback_threadsafe(self._queue.put, item)
-
-    def _main(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            fn, args = item
-            try:
-                fn(*args)
-            except Exception:
-                _log.exception("connection callback raised")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional
 
 from .. import errors
 from .message import parse_header_block
+from .nats_errors import request_timed_out
 from ..models import StoredMsg, parse_utc_iso
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,8 +48,8 @@ async def get_one(conn: "Connection", subject: str, body: Dict[str, Any], timeou
     """One message by a direct-get request; MsgNotFoundError on a miss."""
     try:
         msg = await conn.request(subject, json.dumps(body).encode(), timeout)
-    except asyncio.TimeoutError as exc:
-        raise errors.TimeoutError(f"direct get on {subject} timed out after {timeout}s") from exc
+    except asyncio.TimeoutError as exc:  # nats-py's is one
+        raise request_timed_out(f"direct get on {subject}", timeout) from exc
     hdrs = msg.headers or {}
     status = str(hdrs.get("Status", ""))
     if status == "404":
@@ -98,7 +99,7 @@ async def get_batch(
             async with asyncio.timeout(timeout):
                 await done
         except TimeoutError as exc:
-            raise errors.TimeoutError(f"direct batch get on {subject} timed out after {timeout}s") from exc
+            raise request_timed_out(f"direct batch get on {subject}", timeout) from exc
     finally:
         await conn.unsubscribe(sid)
     return out

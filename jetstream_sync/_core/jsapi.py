@@ -15,7 +15,6 @@ import datetime
 import json
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
-import nats.errors as _nerr
 from nats.nuid import NUID
 
 from .. import errors, options
@@ -31,6 +30,7 @@ from ..models import (
     parse_utc_iso,
 )
 from . import direct as _direct
+from . import nats_errors
 from .connection import Connection
 from .jspublish import JsPublisher
 from .message import parse_header_block
@@ -101,12 +101,8 @@ class JsApi(JsPublisher):
     async def _aapi(self, subject: str, body: bytes, timeout: float, about: str) -> Dict[str, Any]:
         try:
             msg = await self.connection.request(subject, body, timeout)
-        except _nerr.NoRespondersError as exc:
-            raise errors.JetStreamNotEnabledError(
-                f"no JetStream API answered on {self.api_prefix} (JetStream not enabled, or wrong domain/prefix)"
-            ) from exc
-        except _nerr.TimeoutError as exc:
-            raise errors.TimeoutError(f"JetStream API request {subject} timed out after {timeout}s") from exc
+        except nats_errors.API_REQUEST_FAILURES as exc:
+            raise nats_errors.api_request_error(exc, subject, self.api_prefix, timeout) from exc
         try:
             resp: Dict[str, Any] = json.loads(msg.data)
         except ValueError as exc:

@@ -25,6 +25,7 @@ import weakref
 from typing import Any, Awaitable, Callable, Coroutine, Optional, TypeVar
 
 from .. import errors
+from . import fork as _fork
 
 __all__ = ["LoopThread", "register_exit_hook"]
 
@@ -46,13 +47,14 @@ class LoopThread:
         return super().__new__(cls)
 
     def __init__(self, name: str = "jetstream-sync") -> None:
+        _fork.check_pid()  # a fork the hook missed: the parent's objects are marked before this one is made
         self._name = f"{name}-loop-{next(_counter)}"
         self._lock = threading.Lock()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
         self._ident: Optional[int] = None
-        self._pid = os.getpid()
-        self._forked = False
+        self._created_in = os.getpid()  # for the error text; fork.pid is what is compared
+        self._forked = False  # set in a forked child (fork.on_child)
         self._stopped = False
         # Futures of callers blocked in run(); cancelled if the loop ends first.
         self._waiting: "set[concurrent.futures.Future[Any]]" = set()
@@ -73,10 +75,10 @@ class LoopThread:
 
     def check_usable(self) -> None:
         """Raise unless a blocking call may be made from this thread now."""
-        if self._forked or os.getpid() != self._pid:
+        if self._forked or os.getpid() != _fork.pid:
             raise errors.ForkedProcessError(
                 "this Client was created in process %d and cannot be used after "
-                "os.fork(); create a new Client in the child process" % self._pid
+                "os.fork(); create a new Client in the child process" % self._created_in
             )
         if self.in_loop_thread():
             raise errors.DeadlockError(
@@ -173,7 +175,7 @@ class LoopThread:
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Schedule ``fn(*args)`` on the loop without waiting (never blocks)."""
-        if self._forked or os.getpid() != self._pid:
+        if self._forked or os.getpid() != _fork.pid:
             raise errors.ForkedProcessError("this Client cannot be used after os.fork()")
         if self.in_loop_thread():
             self.loop.call_soon(fn, *args)
@@ -198,7 +200,7 @@ class LoopThread:
         if self._stopped:
             return
         self._stopped = True
-        if self._forked or os.getpid() != self._pid:
+        if self._forked or os.getpid() != _fork.pid:
             return  # the child has no loop thread; never touch the parent's
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
@@ -429,7 +431,7 @@ class _GreenLoopThread(LoopThread):
         if self._stopped:
             return
         self._stopped = True
-        if self._forked or os.getpid() != self._pid:
+        if self._forked or os.getpid() != _fork.pid:
             return
         loop = self._loop
         if loop is None:
@@ -484,14 +486,11 @@ def _log_task_error(task: "asyncio.Task[Any]") -> None:
         _log.error("background task failed", exc_info=exc)
 
 
+@_fork.on_child
 def _after_fork_in_child() -> None:
     for lt in list(_live):
         lt._after_fork_in_child()
     _exit_hooks.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def register_exit_hook(obj: Any) -> None:

@@ -4,13 +4,23 @@ published by the loop thread in bursts. One per connection."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Deque, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Deque, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 
 from .. import errors
 from .wire import Batcher
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .connection import Connection
+
+class OutboxConnection(Protocol):
+    """What the outbox uses of its connection (which owns the outbox: a
+    Protocol here keeps the import pointing one way)."""
+
+    in_child: bool
+    nc: Any  # nats-py's client, None before the connect
+
+    def check_fork(self) -> None: ...
+
+    def send_commands(self, data: bytes, msgs: int, size: int) -> bool: ...
+
 
 __all__ = ["AckOutbox"]
 
@@ -48,7 +58,7 @@ class AckOutbox(Batcher):
     BATCH = 256
     DELAY = 0.005
 
-    def __init__(self, conn: "Connection") -> None:
+    def __init__(self, conn: OutboxConnection) -> None:
         super().__init__(conn)
         self.errors = 0
         # Set by close() before its last send: later acks are refused. put()

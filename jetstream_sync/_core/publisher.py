@@ -10,14 +10,43 @@ import json
 import re
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Tuple, cast
+from typing import Any, Callable, Coroutine, Deque, Dict, List, Optional, Protocol, Tuple, TypeVar, Union, cast
 
 from .. import errors, options
-from .wire import Batcher, load_speedups, subject_covers, translate
+from .nats_errors import translate
+from .wire import Batcher, load_speedups, subscription_matches
 from ..models import PubAck
+from .loop import LoopThread
+from .outbox import AckOutbox
+from .wire import Handler, Sink
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .connection import Connection
+T = TypeVar("T")
+
+
+class PublisherConnection(Protocol):
+    """What a publisher uses of its connection (which owns the publisher: a
+    Protocol here keeps the import pointing one way)."""
+
+    loop_thread: LoopThread
+    outbox: AckOutbox
+    nc: Any  # nats-py's client, None before the connect
+
+    def add_listener(self, event: str, fn: Callable[[], None]) -> Callable[[], None]: ...
+
+    def new_inbox(self) -> str: ...
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: Optional[float], confirm_acks: str = "") -> T: ...
+
+    def send_commands(self, data: bytes, msgs: int, size: int) -> bool: ...
+
+    async def subscribe(
+        self,
+        subject: str,
+        handler: Union[Handler, Sink],
+        queue: str = "",
+        limits: Optional[Dict[str, int]] = None,
+        denied: Optional[Callable[[BaseException], None]] = None,
+    ) -> int: ...
 
 __all__ = ["AsyncPublisher", "PubAckFuture", "parse_puback", "RETRY_ATTEMPTS", "RETRY_WAIT"]
 
@@ -207,7 +236,7 @@ class AsyncPublisher(Batcher):
 
     def __init__(
         self,
-        conn: "Connection",
+        conn: PublisherConnection,
         max_pending: int = DEFAULT_MAX_PENDING,
         make_reply: Optional[Callable[[bytes, bytes, bytes, Any, Optional[bytes]], Any]] = None,
     ) -> None:
@@ -492,7 +521,7 @@ class AsyncPublisher(Batcher):
         """Loop thread: the server refused publishes to ``subject`` (or the
         reply inbox): fail those in flight now instead of at their timeout."""
         if kind == "subscription":
-            if not subject_covers(subject, self._prefix.decode() + "1"):
+            if not subscription_matches(subject, self._prefix.decode() + "1"):
                 return
             doomed = list(self._inflight)
         else:

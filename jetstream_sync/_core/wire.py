@@ -30,12 +30,9 @@ import os
 import time
 from typing import Any, Callable, Deque, Dict, List, Optional, Protocol, TypeVar
 
-import nats.errors as _nerr
 from nats.aio.client import Client as _NatsClient
 from nats.errors import ProtocolError
 from nats.protocol.parser import AWAITING_CONTROL_LINE, Parser
-
-from .. import errors
 
 __all__ = [
     "supported",
@@ -49,8 +46,7 @@ __all__ = [
     "send_raw",
     "sid_of",
     "fix_late_pong",
-    "translate",
-    "subject_covers",
+    "subscription_matches",
     "parse_header_lines",
     "REPLY_INBOX",
     "server_info",
@@ -204,6 +200,7 @@ class FastParser(Parser):
         self._need = 0
 
     async def parse(self, data: bytes = b"") -> None:
+        # Long: the hot loop over each message of a read, kept flat: a helper call per message would slow the parser.
         if self.state != AWAITING_CONTROL_LINE:
             await super().parse(data)
             return
@@ -534,36 +531,13 @@ class Batcher:
             await self._publish_each()
 
 
-# -- the boundary with nats-py: errors, subjects, headers -----------------------------
-
-
-def translate(exc: BaseException) -> BaseException:
-    """Map a nats-py / asyncio / OS exception to this library's hierarchy.
-
-    The one place errors from below are translated; callers ``raise
-    translate(exc) from exc`` so the cause is kept.
-    """
-    if isinstance(exc, errors.JetStreamError):
-        return exc
-    if isinstance(exc, (_nerr.ConnectionClosedError, _nerr.ConnectionDrainingError)):
-        return errors.ConnectionClosedError(str(exc) or "connection closed")
-    if isinstance(exc, _nerr.NoRespondersError):
-        return errors.NoRespondersError("no responders available for request")
-    if isinstance(exc, (_nerr.TimeoutError, asyncio.TimeoutError)):
-        return errors.TimeoutError(str(exc) or "timed out")
-    if isinstance(exc, _nerr.NoServersError):
-        return errors.NoServersError(str(exc) or "no servers available for connection")
-    if isinstance(exc, (_nerr.BadSubjectError, _nerr.MaxPayloadError, _nerr.BadHeaderError)):
-        return errors.InvalidOptionError(str(exc) or exc.__class__.__name__)
-    if isinstance(exc, _nerr.Error):
-        return errors.JetStreamError(str(exc) or exc.__class__.__name__)
-    return exc
+# -- the boundary with nats-py: subjects, headers, INFO -----------------------------
 
 
 REPLY_INBOX = "\0reply-inbox"  # watch key: a denied subscription on the request inbox (lower case)
 
 
-def subject_covers(pattern: str, subject: str) -> bool:
+def subscription_matches(pattern: str, subject: str) -> bool:
     """True when subscription ``pattern`` covers ``subject`` (or is the request inbox)."""
     if subject == REPLY_INBOX:
         return pattern.lower().startswith("_inbox.")

@@ -184,6 +184,8 @@ class Receiver(Resource):
         return self._take(timeout, credit)
 
     def _take(self, timeout: Optional[float], credit: bool) -> Msg:
+        """The next message, waiting up to ``timeout`` (None: no limit) for the
+        loop thread to hand one over; the path with the lock."""
         deadline = None if timeout is None else monotonic() + timeout
         lock = self._lock
         lock.acquire()
@@ -197,23 +199,8 @@ class Receiver(Resource):
                     if self._stop_error is not None:
                         raise self._stop_error
                     raise Exhausted()
-                buf = self._buf
-                if buf:
-                    msg = buf.popleft()
-                    popped = next(self._counter)
-                    if waited:
-                        self._run_waited = True
-                    if not popped % _PACE_RUN:
-                        self._pace()
-                    if credit:
-                        self.engine.took(msg)
-                    if popped == self.stop_after:  # the last one: end as stop() would (nothing more to NAK)
-                        leftover = self._halt(None)
-                        if leftover is not None:
-                            self._unlocked(self._halted, leftover)
-                    elif buf and self._followers:
-                        self._cond.notify()
-                    return msg
+                if self._buf:
+                    return self._pop(waited, credit)
                 if self._end is not None:
                     self.mark_user_done()
                     if self._end.error is not None:
@@ -226,42 +213,68 @@ class Receiver(Resource):
                         raise errors.TimeoutError("no message within %.3fs" % timeout)
                     remaining = 0.0  # look once at what was handed over, without waiting
                 waited = True
-                self.waiting += 1
-                if self.waiting == 1:
-                    self.wait_since = monotonic()
-                try:
-                    if self._fetching:
-                        self._followers += 1
-                        try:
-                            self._cond.wait(remaining)
-                        finally:
-                            self._followers -= 1
-                        continue
-                    self._fetching = True
-                    lock.release()
-                    try:
-                        self._conn.outbox.kick()  # acks go out before we sleep
-                        item = self._get(remaining)
-                    finally:
-                        lock.acquire()
-                        self._fetching = False
-                        if self._followers:  # even on Ctrl-C: someone else leads now
-                            self._cond.notify()
-                finally:
-                    self.waiting -= 1
-                report = self._absorb(item)
-                if self._followers:
-                    if isinstance(item, list) and self._end is None and self._state is not STOPPED:
-                        # A chunk: wake one; each taker wakes the next while
-                        # messages remain, so threads that would find the
-                        # buffer already empty sleep on (no herd per chunk).
-                        self._cond.notify()
-                    else:
-                        self._cond.notify_all()
-                if report is not None:
-                    self._unlocked(self.call_error_handler, report)
+                self._wait_for_items(remaining)
         finally:
             lock.release()
+
+    def _pop(self, waited: bool, credit: bool) -> Msg:
+        """Hand out the first buffered message (lock held)."""
+        buf = self._buf
+        msg = buf.popleft()
+        popped = next(self._counter)
+        if waited:
+            self._run_waited = True
+        if not popped % _PACE_RUN:
+            self._pace()
+        if credit:
+            self.engine.took(msg)
+        if popped == self.stop_after:  # the last one: end as stop() would (nothing more to NAK)
+            leftover = self._halt(None)
+            if leftover is not None:
+                self._unlocked(self._halted, leftover)
+        elif buf and self._followers:
+            self._cond.notify()
+        return msg
+
+    def _wait_for_items(self, remaining: Optional[float]) -> None:
+        """Wait up to ``remaining`` seconds for the loop thread's next item
+        (lock held; released while waiting). One waiter leads and reads the
+        hand-off queue; the others follow on the condition."""
+        lock = self._lock
+        self.waiting += 1
+        if self.waiting == 1:
+            self.wait_since = monotonic()
+        try:
+            if self._fetching:
+                self._followers += 1
+                try:
+                    self._cond.wait(remaining)
+                finally:
+                    self._followers -= 1
+                return
+            self._fetching = True
+            lock.release()
+            try:
+                self._conn.outbox.kick()  # acks go out before we sleep
+                item = self._get(remaining)
+            finally:
+                lock.acquire()
+                self._fetching = False
+                if self._followers:  # even on Ctrl-C: someone else leads now
+                    self._cond.notify()
+        finally:
+            self.waiting -= 1
+        report = self._absorb(item)
+        if self._followers:
+            if isinstance(item, list) and self._end is None and self._state is not STOPPED:
+                # A chunk: wake one; each taker wakes the next while
+                # messages remain, so threads that would find the
+                # buffer already empty sleep on (no herd per chunk).
+                self._cond.notify()
+            else:
+                self._cond.notify_all()
+        if report is not None:
+            self._unlocked(self.call_error_handler, report)
 
     def _unlocked(self, fn: Callable[[Any], Any], arg: Any) -> None:
         """``fn(arg)`` with the lock (held by the caller) released meanwhile."""

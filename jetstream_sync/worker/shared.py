@@ -11,18 +11,18 @@ them earlier.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .. import options
+from .._core import fork
 from ..client import Client, connect
 
 __all__ = ["shared_client", "close_shared_clients"]
 
 DEFAULT_SERVERS = "nats://127.0.0.1:4222"
 
-# _clients, _connecting and _pid are read and written under _lock; both are reset in a
+# _clients and _connecting are read and written under _lock; all three are reset in a
 # forked child (the parent's lock may have been held at the fork).
 _lock = threading.Lock()
 _clients: Dict[Tuple[Any, ...], Client] = {}
@@ -37,7 +37,8 @@ class _Connecting:
     def __init__(self) -> None:
         self.done = threading.Event()  # made at call time: a gevent one in a patched worker
         self.error: Optional[BaseException] = None
-_pid = os.getpid()
+
+
 # A child keeps its parent's clients referenced, never collected: no
 # finalizer then runs on objects that hold the parent's socket and loop.
 _inherited: List[Client] = []
@@ -89,7 +90,7 @@ def shared_client(servers: Union[str, List[str]] = DEFAULT_SERVERS, **connect_op
     :func:`close_shared_clients`.
     """
     key = settings_key(servers, connect_options)
-    _check_pid()
+    fork.check_pid()  # a fork the hook missed: forget the parent's clients first
     while True:
         with _lock:
             client = _clients.get(key)
@@ -130,7 +131,7 @@ def close_shared_clients(timeout: float = 5.0) -> None:
     """Close every shared client of this process (queued acks and publishes
     are sent first, within ``timeout`` each); later calls make new ones."""
     options.duration("timeout", timeout)  # before any is forgotten
-    _check_pid()
+    fork.check_pid()
     with _lock:
         clients = list(_clients.values())
         _clients.clear()
@@ -138,21 +139,12 @@ def close_shared_clients(timeout: float = 5.0) -> None:
         client.close(timeout=timeout)
 
 
-def _check_pid() -> None:
-    """Forget the parent's clients in a forked child (also where
-    os.register_at_fork is missing or the fork bypassed it)."""
-    if os.getpid() != _pid:
-        _after_fork_in_child()
-
-
+@fork.on_child
 def _after_fork_in_child() -> None:
-    global _pid, _lock, _clients, _connecting
-    _pid = os.getpid()
+    """Forget the parent's clients (run by the fork hook, after the
+    connections are marked; or by fork.check_pid() where the hook missed the fork)."""
+    global _lock, _clients, _connecting
     _lock = threading.Lock()
     _inherited.extend(_clients.values())
     _clients = {}  # the parent's clients are never used or closed here
     _connecting = {}  # a parent's thread connecting at the fork does not exist here
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

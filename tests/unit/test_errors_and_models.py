@@ -119,13 +119,13 @@ def _alert(reason):
     ],
 )
 def test_a_tls_client_refused_for_want_of_a_certificate_is_told_so(exc, info, tls, words):
-    from jetstream_sync._core.connection import describe_connect_error
+    from jetstream_sync._core.nats_errors import describe_connect_error
 
     text = describe_connect_error(exc, info, tls)
     assert words in text and "load_cert_chain" in text
 
 
 def test_a_reset_without_tls_says_nothing_of_certificates():
-    from jetstream_sync._core.connection import describe_connect_error
+    from jetstream_sync._core.nats_errors import describe_connect_error
 
     assert "certificate" not in describe_connect_error(ConnectionResetError(104, "Connection reset by peer"), {}, False)

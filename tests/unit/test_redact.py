@@ -2,7 +2,7 @@
 
 import pytest
 
-from jetstream_sync._core.connection import redact_url
+from jetstream_sync._core.connect import redact_url
 
 
 @pytest.mark.parametrize(
