@@ -4,7 +4,10 @@ where arguments are checked (DESIGN.md section 3). Pure functions, no I/O.
 - ``checks``: durations, counts, subjects, names, headers, the wire's limits;
 - ``pull``: messages()/consume()/fetch()/push options and priority groups;
 - ``config``: stream and consumer configs (``build_config``) and names;
-- ``buckets``: key-value buckets and object stores.
+- ``buckets``: key-value buckets and object stores;
+- ``publish``: publish headers, atomic batches;
+- ``connect``: connect options and server URLs;
+- ``subscribe``: the nats-py-style subscribe workflow's arguments.
 
 Bad input raises ``errors.InvalidOptionError`` (a ``ValueError``) naming the
 argument and the value. Durations are seconds here, nanoseconds on the wire.
@@ -30,6 +33,20 @@ from .buckets import (
     string_map,
 )
 from .checks import (
+    aware_datetime,
+    at_least,
+    config_type,
+    exactly_one,
+    exclusive,
+    flag,
+    flags,
+    instance,
+    integer,
+    mapping,
+    non_empty_subjects,
+    pending_limit,
+    any_callable,
+    subjects_sequence,
     DEFAULT,
     DefaultType,
     timeout_or_default,
@@ -91,13 +108,50 @@ from .pull import (
     consume_options_from,
     fetch_options,
     group_name,
+    half_of_timeout,
     priority_config,
     priority_options,
     push_options,
 )
-from .config import build_config, validate_name
+from .config import build_config, consumer_kind, consumer_names, opt_start_time, ordered_start, validate_name
+from .connect import callback, check_servers, known_options, redact_url
+from .subscribe import bind_config, bind_name, consumer_name, ordered_own, ordered_subscribe, pull_config, push_subscribe
+from .publish import MAX_BATCH, batch_item, batch_items, publish_headers
 
 __all__ = [
+    "aware_datetime",
+    "at_least",
+    "config_type",
+    "exactly_one",
+    "exclusive",
+    "flag",
+    "flags",
+    "instance",
+    "integer",
+    "mapping",
+    "non_empty_subjects",
+    "pending_limit",
+    "any_callable",
+    "subjects_sequence",
+    "consumer_kind",
+    "consumer_names",
+    "ordered_start",
+    "opt_start_time",
+    "callback",
+    "check_servers",
+    "known_options",
+    "redact_url",
+    "MAX_BATCH",
+    "batch_item",
+    "batch_items",
+    "publish_headers",
+    "bind_config",
+    "bind_name",
+    "consumer_name",
+    "ordered_own",
+    "ordered_subscribe",
+    "pull_config",
+    "push_subscribe",
     "DEFAULT",
     "DefaultType",
     "timeout_or_default",
@@ -160,6 +214,7 @@ __all__ = [
     "MAX_PRIORITY",
     "PriorityOptions",
     "group_name",
+    "half_of_timeout",
     "priority_options",
     "priority_config",
     "KV_MAX_HISTORY",
