@@ -7,7 +7,8 @@ where arguments are checked (DESIGN.md section 3). Pure functions, no I/O.
 - ``buckets``: key-value buckets and object stores;
 - ``publish``: publish headers, atomic batches;
 - ``connect``: connect options and server URLs;
-- ``subscribe``: the nats-py-style subscribe workflow's arguments.
+- ``subscribe``: the nats-py-style subscribe workflow's arguments;
+- ``worker``: the worker runner's own arguments (client, signals).
 
 Bad input raises ``errors.InvalidOptionError`` (a ``ValueError``) naming the
 argument and the value. Durations are seconds here, nanoseconds on the wire.
@@ -31,6 +32,14 @@ from .buckets import (
     optional_size,
     optional_text,
     string_map,
+    revision,
+    kv_watch,
+    config_once,
+    kv_description,
+    data_reader,
+    read_piece,
+    object_watch,
+    meta_name,
 )
 from .checks import (
     aware_datetime,
@@ -44,6 +53,8 @@ from .checks import (
     integer,
     mapping,
     non_empty_subjects,
+    dataclass_from,
+    model_or_dict,
     pending_limit,
     any_callable,
     subjects_sequence,
@@ -116,6 +127,7 @@ from .pull import (
 from .config import build_config, consumer_kind, consumer_names, opt_start_time, ordered_start, validate_name
 from .connect import callback, check_servers, known_options, redact_url
 from .subscribe import bind_config, bind_name, consumer_name, ordered_own, ordered_subscribe, pull_config, push_subscribe
+from .worker import signal_numbers, worker_client
 from .publish import MAX_BATCH, batch_item, batch_items, publish_headers
 
 __all__ = [
@@ -130,6 +142,16 @@ __all__ = [
     "integer",
     "mapping",
     "non_empty_subjects",
+    "dataclass_from",
+    "model_or_dict",
+    "revision",
+    "kv_watch",
+    "config_once",
+    "kv_description",
+    "data_reader",
+    "read_piece",
+    "object_watch",
+    "meta_name",
     "pending_limit",
     "any_callable",
     "subjects_sequence",
@@ -145,6 +167,8 @@ __all__ = [
     "batch_item",
     "batch_items",
     "publish_headers",
+    "signal_numbers",
+    "worker_client",
     "bind_config",
     "bind_name",
     "consumer_name",

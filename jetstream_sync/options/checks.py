@@ -8,6 +8,7 @@ and nanoseconds on the wire (``NS_PER_SECOND``).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import enum
 import inspect
@@ -439,6 +440,24 @@ def any_callable(what: str, fn: Any) -> Any:
     if not callable(fn):
         raise errors.InvalidOptionError(f"{what} must be callable, got {fn!r}")
     return fn
+
+
+def dataclass_from(cls: Any, config: Any, fields: Mapping[str, Any], what: str) -> Any:
+    """``config`` with ``fields`` replaced, or a new ``cls(**fields)``; an
+    unknown or missing field is "WHAT: <the TypeError's text>"."""
+    try:
+        return dataclasses.replace(config, **fields) if config is not None else cls(**fields)
+    except TypeError as exc:
+        raise errors.InvalidOptionError(f"{what}: {exc}") from None
+
+
+def model_or_dict(name: str, value: Any, cls: Any) -> Any:
+    """None, a ``cls`` model or the dict of one (made a ``cls``)."""
+    if isinstance(value, dict):
+        value = cls.from_response(value)
+    if value is not None and not isinstance(value, cls):
+        raise errors.InvalidOptionError(f"{name} must be a {cls.__name__} or a dict, got {value!r}")
+    return value
 
 
 def flag(name: str, value: Any) -> bool:
