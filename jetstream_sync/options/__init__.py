@@ -8,7 +8,9 @@ where arguments are checked (DESIGN.md section 3). Pure functions, no I/O.
 - ``publish``: publish headers, atomic batches;
 - ``connect``: connect options and server URLs;
 - ``subscribe``: the nats-py-style subscribe workflow's arguments;
-- ``worker``: the worker runner's own arguments (client, signals).
+- ``worker``: the worker runner's own arguments (client, signals);
+- ``spark``: the Spark data source's option strings (imported as
+  ``options.spark``, not re-exported here).
 
 Bad input raises ``errors.InvalidOptionError`` (a ``ValueError``) naming the
 argument and the value. Durations are seconds here, nanoseconds on the wire.
