@@ -287,11 +287,8 @@ def subscribe(
     stream = _stream_of(js, subject, stream)
     info = _lookup(js, stream, name, bind)
     created = False
-    if info is None and queue and name != queue:
-        raise errors.InvalidOptionError(
-            f"cannot create queue subscription {queue!r} to consumer {name!r}: there is no such consumer,"
-            " and one created for a queue subscription is named after the queue"
-        )
+    if info is None:  # none to bind to: one is created, and must be named after a queue
+        options.new_queue_consumer(queue, name)
 
     def check(i: ConsumerInfo) -> None:
         bind_check(i, subject, queue, False, wanted)

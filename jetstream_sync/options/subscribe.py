@@ -53,6 +53,15 @@ def push_subscribe(queue: Optional[str], config: Optional[ConsumerConfig], hb: O
         raise errors.InvalidOptionError("flow control needs an idle heartbeat (the server requires it)")
 
 
+def new_queue_consumer(queue: Optional[str], name: Optional[str]) -> None:
+    """A consumer a queue subscription creates (none was found) is named after the queue."""
+    if queue and name != queue:
+        raise errors.InvalidOptionError(
+            f"cannot create queue subscription {queue!r} to consumer {name!r}: there is no such consumer,"
+            " and one created for a queue subscription is named after the queue"
+        )
+
+
 def ordered_subscribe(queue: Any, durable: Any, cfg: ConsumerConfig) -> None:
     """subscribe(ordered_consumer=True): no queue, no durable name, no push settings (ADR-17)."""
     if queue or durable:
