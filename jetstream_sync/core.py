@@ -165,8 +165,8 @@ class CoreClient:
             options.name("queue group", queue)
         options.control_line(subject, queue)  # SUB <subject> <queue> <sid>
         options.handler("cb", cb, optional=True)
-        sub = Subscription(conn, subject, _limit("pending_msgs_limit", pending_msgs_limit),
-                           _limit("pending_bytes_limit", pending_bytes_limit))
+        sub = Subscription(conn, subject, options.pending_limit("pending_msgs_limit", pending_msgs_limit),
+                           options.pending_limit("pending_bytes_limit", pending_bytes_limit))
         conn.register(sub)
         try:
             sub._sid = conn.run(conn.subscribe(subject, sub._on_msg, queue, denied=sub._end), 10.0)
@@ -191,8 +191,7 @@ class CoreClient:
         conn = self._conn
         conn.check()
         t = options.optional_timeout("timeout", timeout)
-        if not callable(fn):
-            raise errors.InvalidOptionError(f"fn must be callable, got {fn!r}")
+        options.any_callable("fn", fn)
         nc = self.async_client
 
         async def call() -> T:
@@ -231,12 +230,6 @@ class CoreClient:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def _limit(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise errors.InvalidOptionError(f"{name} must be an integer >= 0 (0: no limit), got {value!r}")
-    return value
 
 
 class Subscription(Resource):

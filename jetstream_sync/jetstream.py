@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 from typing import Any, Callable, List, Optional, Union, overload
 
-from . import errors, subscribe as sub
+from . import errors, options, subscribe as sub
 from ._core.connection import Connection
 from ._core.jsapi import JsApi
 from ._core.jspublish import JsPublisher
@@ -352,8 +352,8 @@ class JetStream(JsPublisher):
         iteration. ``ordered_consumer=True`` reads in stream order with no
         acks (an :class:`OrderedConsumer` behind it).
         """
-        if headers_only is not None and not isinstance(headers_only, bool):
-            raise errors.InvalidOptionError(f"headers_only must be a bool, got {headers_only!r}")
+        if headers_only is not None:
+            options.flag("headers_only", headers_only)
         given = {"deliver_policy": deliver_policy, "headers_only": headers_only, "inactive_threshold": inactive_threshold}
         norm = build_config(ConsumerConfig, None, {k: v for k, v in given.items() if v is not None})  # validates
         # Only what was given: ConsumerConfig() has deliver_policy "all" by default.
@@ -381,11 +381,7 @@ class JetStream(JsPublisher):
         against the consumer's (SubscribeError on a difference)."""
         if isinstance(config, str) and consumer is None:
             config, consumer = None, config
-        if config is not None and not isinstance(config, ConsumerConfig):
-            raise errors.InvalidOptionError(f"config must be a ConsumerConfig or the consumer's name, got {config!r}")
-        name = consumer or (config.durable_name or config.name if config is not None else None)
-        if not name:
-            raise errors.InvalidOptionError("subscribe_bind needs the consumer's name")
+        config, name = options.bind_config(config, consumer)
         return sub.subscribe(
             self._api, "", queue, cb, name, stream, config, manual_ack, False, None, False, {}, error_handler, bind=True
         )

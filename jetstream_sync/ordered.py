@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 
 from . import errors, options
 from ._core.jsapi import JsApi
-from ._engines.ordered import OrderedFetchEngine, OrderedPullEngine, OrderedReceiver, OrderedState, start_time
+from ._engines.ordered import OrderedFetchEngine, OrderedPullEngine, OrderedReceiver, OrderedState
 from ._engines.receiver import Receiver
 from .contexts import ConsumeContext, FetchResult, MessagesContext
 from ._core.message import Msg
@@ -61,14 +61,10 @@ class OrderedConsumer:
         validate_name("stream", stream)
         if filter_subjects is not None and isinstance(filter_subjects, str):
             filter_subjects = [filter_subjects]
-        if filter_subjects is not None and not isinstance(filter_subjects, (list, tuple)):
-            raise errors.InvalidOptionError(f"filter_subjects must be a list of subjects, got {filter_subjects!r}")
-        if not isinstance(headers_only, bool):
-            raise errors.InvalidOptionError(f"headers_only must be a bool, got {headers_only!r}")
-        if max_reset_attempts is not None and (
-            isinstance(max_reset_attempts, bool) or not isinstance(max_reset_attempts, int) or max_reset_attempts < 0
-        ):
-            raise errors.InvalidOptionError(f"max_reset_attempts must be an integer >= 0, got {max_reset_attempts!r}")
+        options.subjects_sequence("filter_subjects", filter_subjects)
+        options.flag("headers_only", headers_only)
+        if max_reset_attempts is not None:
+            options.at_least("max_reset_attempts", max_reset_attempts, 0)
         prefix = api.connection.new_inbox().rsplit(".", 1)[-1] if name_prefix is None else name_prefix
         validate_name("name_prefix", prefix)
         base = build_config(
@@ -78,14 +74,14 @@ class OrderedConsumer:
                 filter_subjects=list(filter_subjects) if filter_subjects else None,
                 deliver_policy=deliver_policy,
                 opt_start_seq=opt_start_seq,
-                opt_start_time=start_time(opt_start_time),
+                opt_start_time=options.opt_start_time(opt_start_time),
                 replay_policy=replay_policy,
                 inactive_threshold=DEFAULT_INACTIVE_THRESHOLD if inactive_threshold is None else inactive_threshold,
                 headers_only=headers_only or None,
                 metadata=metadata,
             ),
         )
-        _check_start(base)
+        options.ordered_start(base)
         self._js = api
         self._conn = api.connection
         self.stream_name = stream
@@ -258,40 +254,3 @@ def _ended(receiver: Receiver) -> bool:
     if receiver.user_done.is_set() or receiver.state == "stopped":
         return receiver.closed_event.wait(receiver.stop_wait)
     return False
-
-
-def _check_start(cfg: ConsumerConfig) -> None:
-    """The start options must agree with the deliver policy, as the server
-    requires. A policy that names one start option drops the other (as
-    nats.go): ``by_start_sequence`` keeps ``opt_start_seq``, ``by_start_time``
-    keeps ``opt_start_time``; with no policy, both at once is refused.
-    ``last_per_subject`` with no filter reads every subject (``>``)."""
-    policy = cfg.deliver_policy or DeliverPolicy.ALL
-    if policy is DeliverPolicy.BY_START_SEQUENCE:
-        cfg.opt_start_time = None
-    elif policy is DeliverPolicy.BY_START_TIME:
-        cfg.opt_start_seq = None
-    elif cfg.opt_start_seq is not None and cfg.opt_start_time is not None:
-        raise errors.InvalidOptionError(
-            "give opt_start_seq or opt_start_time, not both (or name one with deliver_policy)"
-        )
-    if policy is DeliverPolicy.LAST_PER_SUBJECT and not cfg.filter_subjects and not cfg.filter_subject:
-        cfg.filter_subjects = [">"]  # the server wants a filter for this policy
-    if policy is DeliverPolicy.BY_START_SEQUENCE:
-        if not cfg.opt_start_seq:
-            raise errors.InvalidOptionError("deliver_policy 'by_start_sequence' needs opt_start_seq")
-    elif cfg.opt_start_seq is not None:
-        if policy is not DeliverPolicy.ALL:
-            raise errors.InvalidOptionError("opt_start_seq goes with deliver_policy 'by_start_sequence'")
-        cfg.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
-    if cfg.opt_start_seq is not None and (
-        isinstance(cfg.opt_start_seq, bool) or not isinstance(cfg.opt_start_seq, int) or cfg.opt_start_seq < 1
-    ):
-        raise errors.InvalidOptionError(f"opt_start_seq must be an integer >= 1, got {cfg.opt_start_seq!r}")
-    if policy is DeliverPolicy.BY_START_TIME:
-        if cfg.opt_start_time is None:
-            raise errors.InvalidOptionError("deliver_policy 'by_start_time' needs opt_start_time")
-    elif cfg.opt_start_time is not None:
-        if cfg.deliver_policy not in (None, DeliverPolicy.ALL):
-            raise errors.InvalidOptionError("opt_start_time goes with deliver_policy 'by_start_time'")
-        cfg.deliver_policy = DeliverPolicy.BY_START_TIME

@@ -105,8 +105,7 @@ class PushConsumer(BaseConsumer):
         return push_options(cfg.idle_heartbeat if cfg is not None else None, given)
 
     def _start(self, make: Callable[[], _Ctx], exclusive: bool) -> _Ctx:
-        if not isinstance(exclusive, bool):
-            raise errors.InvalidOptionError(f"exclusive must be a bool, got {exclusive!r}")
+        options.flag("exclusive", exclusive)
         if self.deliver_group:
             return make()  # queue members: each message goes to one of them
         with self._lock:

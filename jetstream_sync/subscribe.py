@@ -187,21 +187,10 @@ def _stream_of(js: JsApi, subject: str, stream: Optional[str]) -> str:
     return find_stream(js, subject)
 
 
-def _consumer_name(durable: Optional[str], config: Optional[ConsumerConfig]) -> Optional[str]:
-    in_config = config.durable_name or config.name if config is not None else None
-    if durable and in_config and durable != in_config:
-        raise errors.InvalidOptionError(f"durable {durable!r} and the config's consumer name {in_config!r} differ")
-    name = durable or in_config
-    if name is not None:
-        options.name("consumer", name)
-    return name
-
-
 def _lookup(js: JsApi, stream: str, name: Optional[str], bind: bool) -> Optional[ConsumerInfo]:
     """Info of the named consumer; None when it must be created."""
+    options.bind_name(name, bind)
     if name is None:
-        if bind:
-            raise errors.InvalidOptionError("binding needs the consumer's name")
         return None
     try:
         return js.consumer_info(stream, name)
@@ -236,11 +225,9 @@ def pull_subscribe(
     """ADR-13/15: bind to or create a pull consumer for ``subject``."""
     if subject:
         options.subject(subject, wildcards=True)
-    if config is not None and not isinstance(config, ConsumerConfig):
-        raise errors.InvalidOptionError(f"config must be a ConsumerConfig, not {type(config).__name__}")
-    if config is not None and config.deliver_subject:
-        raise errors.InvalidOptionError("a pull subscription's consumer has no deliver_subject")
-    name = _consumer_name(durable, config)
+    options.config_type(config, ConsumerConfig)
+    options.pull_config(config)
+    name = options.consumer_name(durable, config)
     wanted = asked(config)
     stream = _stream_of(js, subject, stream)
     info = _lookup(js, stream, name, bind)
@@ -282,40 +269,26 @@ def subscribe(
         options.name("queue", queue)
     options.handler("cb", cb, optional=True)
     options.handler("error_handler", error_handler, optional=True)
-    for flag, value in (("manual_ack", manual_ack), ("ordered_consumer", ordered_consumer), ("flow_control", flow_control)):
-        if not isinstance(value, bool):
-            raise errors.InvalidOptionError(f"{flag} must be a bool, got {value!r}")
-    if config is not None and not isinstance(config, ConsumerConfig):
-        raise errors.InvalidOptionError(f"config must be a ConsumerConfig, not {type(config).__name__}")
+    options.flags(("manual_ack", manual_ack), ("ordered_consumer", ordered_consumer), ("flow_control", flow_control))
+    options.config_type(config, ConsumerConfig)
     hb = None
     if idle_heartbeat is not None:
         hb = options.duration("idle_heartbeat", idle_heartbeat, minimum=options.MIN_SERVER_HEARTBEAT)
     if ordered_consumer:
         return _subscribe_ordered(js, subject, queue, cb, durable, stream, config, hb, extra, error_handler)
+    options.push_subscribe(queue, config, hb, flow_control)
     if queue:
-        group = config.deliver_group if config is not None else None
-        if group and group != queue:
-            raise errors.InvalidOptionError(f"queue {queue!r} and the config's deliver_group {group!r} differ")
         # Unnamed, the consumer is named after the queue (as nats-py). Named
         # otherwise, it must exist with the queue as its deliver group: below,
         # bind_check names both groups when they differ (ADR-15).
         durable = durable or (config.durable_name or config.name if config is not None else None) or queue
-        if flow_control or (config is not None and config.flow_control):
-            raise errors.InvalidOptionError("flow control is not supported with a queue subscription (ADR-15)")
-        if hb or (config is not None and config.idle_heartbeat):
-            raise errors.InvalidOptionError("idle heartbeats are not supported with a queue subscription (ADR-15)")
-    if flow_control and not (hb or (config is not None and config.idle_heartbeat)):
-        raise errors.InvalidOptionError("flow control needs an idle heartbeat (the server requires it)")
-    name = _consumer_name(durable, config)
+    name = options.consumer_name(durable, config)
     wanted = asked(config, extra, hb, flow_control)
     stream = _stream_of(js, subject, stream)
     info = _lookup(js, stream, name, bind)
     created = False
-    if info is None and queue and name != queue:
-        raise errors.InvalidOptionError(
-            f"cannot create queue subscription {queue!r} to consumer {name!r}: there is no such consumer,"
-            " and one created for a queue subscription is named after the queue"
-        )
+    if info is None:  # none to bind to: one is created, and must be named after a queue
+        options.new_queue_consumer(queue, name)
 
     def check(i: ConsumerInfo) -> None:
         bind_check(i, subject, queue, False, wanted)
@@ -359,15 +332,9 @@ def _subscribe_ordered(
 ) -> PushSubscription:
     """subscribe(ordered_consumer=True): an OrderedConsumer read in the background or by next_msg()."""
 
-    if queue or durable:
-        raise errors.InvalidOptionError("an ordered consumer takes no queue and no durable name (ADR-17)")
     cfg = config or ConsumerConfig()
-    if cfg.durable_name or cfg.deliver_group or cfg.deliver_subject:
-        raise errors.InvalidOptionError("an ordered consumer's config has no durable_name, deliver_group or deliver_subject")
-    # What the ordered consumer sets itself (ADR-17): refused, not silently dropped.
-    own = asked(config)
-    if own.name or own.ack_policy not in (None, AckPolicy.NONE) or own.max_deliver not in (None, 0, 1):
-        raise errors.InvalidOptionError("an ordered consumer's config sets no name, ack_policy or max_deliver (ADR-17)")
+    options.ordered_subscribe(queue, durable, cfg)
+    options.ordered_own(asked(config))  # what the ordered consumer sets itself (ADR-17)
     opts: Dict[str, Any] = {}
     if hb or cfg.idle_heartbeat:
         beat = hb or cfg.idle_heartbeat

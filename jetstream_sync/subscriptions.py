@@ -113,13 +113,10 @@ class PullSubscription(_Subscription):
         arrive within ``timeout`` seconds with any that came with it. Raises
         :class:`jetstream_sync.TimeoutError` when none came (as nats-py)."""
         self._check_open()
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise errors.InvalidOptionError(f"batch must be an integer >= 1, got {batch!r}")
+        options.at_least("batch", batch, 1)
         t = options.duration("timeout", 5.0 if timeout is None else timeout)
         if heartbeat is not None:
-            hb = options.duration("heartbeat", heartbeat)
-            if hb > t / 2:
-                raise errors.InvalidOptionError(f"heartbeat ({hb}s) must be at most half of timeout ({t}s)")
+            options.half_of_timeout(options.duration("heartbeat", heartbeat), t)
         # A no-wait pull first: what is there now comes back at once, and no
         # pull lingers on the server (ADR-13).
         msgs = list(self._cons.fetch_no_wait(batch))

@@ -13,14 +13,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Union
 
 from nats.aio.client import Client as _NatsClient
 
 from .. import errors
-from ..options import connect_durations, inbox_prefix
+from ..options import callback, check_servers, connect_durations, inbox_prefix, known_options, redact_url
 from .nats_errors import InsecureServer, connect_error, most_specific
 from .wire import server_info
 
@@ -47,7 +46,6 @@ USER_CALLBACKS = ("error_cb", "disconnected_cb", "closed_cb", "discovered_server
 # JETSTREAM_SYNC_FAST_PATHS=0 forces the public nats-py API (CI runs the
 # integration tier both ways).
 FAST_PATHS_ENV = "JETSTREAM_SYNC_FAST_PATHS"
-_SCHEMES = frozenset({"nats", "tls", "ws", "wss"})  # what nats-py connects with
 
 
 @dataclass
@@ -65,9 +63,7 @@ class Settings:
 
 def check_settings(servers: Union[str, List[str]], options: Dict[str, Any]) -> Settings:
     """Check the arguments of ``connect(servers, **options)``; InvalidOptionError if one is wrong."""
-    unknown = set(options) - NATS_OPTIONS - OWN_OPTIONS
-    if unknown:
-        raise errors.InvalidOptionError(f"unknown connect option(s): {', '.join(sorted(unknown))}")
+    known_options(options, NATS_OPTIONS | OWN_OPTIONS)
     options = dict(options)
     connect_durations(options)
     retry = bool(options.pop("retry_on_failed_connect", False))
@@ -75,9 +71,7 @@ def check_settings(servers: Union[str, List[str]], options: Dict[str, Any]) -> S
     for name in USER_CALLBACKS:
         cb = options.pop(name, None)
         if cb is not None:
-            if not callable(cb):
-                raise errors.InvalidOptionError(f"{name} must be callable")
-            callbacks[name] = cb
+            callbacks[name] = callback(name, cb)
     server_list = check_servers([servers] if isinstance(servers, str) else list(servers))
     prefix = inbox_prefix(options["inbox_prefix"]) if "inbox_prefix" in options else None
     deadline = None
@@ -90,48 +84,6 @@ def check_settings(servers: Union[str, List[str]], options: Dict[str, Any]) -> S
 def fast_paths_wanted() -> bool:
     """False when JETSTREAM_SYNC_FAST_PATHS=0 asks for the public nats-py API only."""
     return os.environ.get(FAST_PATHS_ENV, "1") != "0"
-
-
-def check_servers(servers: List[str]) -> List[str]:
-    """``servers`` if each is a URL nats-py can connect to; InvalidOptionError otherwise."""
-    if not servers or not all(isinstance(s, str) and s for s in servers):
-        raise errors.InvalidOptionError("servers must be a URL or a non-empty list of URLs")
-    for url in servers:
-        scheme = url.partition("://")[0].lower() if "://" in url else "nats"
-        if scheme not in _SCHEMES:  # http:// would otherwise fail as an unresolvable host name
-            raise errors.InvalidOptionError(
-                f"unsupported URL scheme {scheme!r} in {redact_url(url)}: use nats://, tls://, ws:// or wss://"
-            )
-        full = url if "://" in url else "nats://" + url
-        try:  # as nats-py will read it; else its connect fails with a bare "Error"
-            parts = urllib.parse.urlsplit(full)
-            _ = parts.port
-            if "@" in full.partition("://")[2] and "@" not in parts.netloc:
-                raise ValueError("a '#', '/' or '?' cut the user part off")  # nats-py would dial the secret as a host
-        except ValueError:  # its text may quote a piece of the password: not shown
-            raise errors.InvalidOptionError(
-                f"invalid server URL {redact_url(url)}: its host or port cannot be read "
-                "(percent-encode '#', '/' and '?' in a password or token)"
-            ) from None
-    return servers
-
-
-def redact_url(url: str) -> str:
-    """``url`` with any password (or token in the user part) replaced by ``***``.
-
-    By hand, not urlsplit: a password with an unencoded ``#``, ``/`` or ``?``
-    ends urlsplit's netloc before the ``@``, and the secret came back whole.
-    The credentials run to the last ``@`` (one in a path would over-redact,
-    never leak)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    at = rest.rfind("@")
-    if at < 0:
-        return url
-    user, colon, _secret = rest[:at].partition(":")
-    cred = f"{user}:***" if colon else "***"
-    return f"{scheme}{sep}{cred}@{rest[at + 1:]}"
 
 
 def secure_enough(nc: _NatsClient, tls: bool) -> bool:

@@ -51,8 +51,7 @@ class JsApi(JsPublisher):
     def __init__(
         self, conn: Connection, *, domain: Optional[str] = None, api_prefix: Optional[str] = None, timeout: float = 5.0
     ) -> None:
-        if domain is not None and api_prefix is not None:
-            raise errors.InvalidOptionError("domain and api_prefix are mutually exclusive")
+        options.exclusive("", "domain", domain, "api_prefix", api_prefix)
         super().__init__(conn, options.duration("timeout", timeout))
         self._connection = conn
         if domain is not None:
@@ -152,8 +151,7 @@ class JsApi(JsPublisher):
         pages); ``deleted_details`` fills ``state.deleted`` with the deleted
         sequences."""
         options.validate_name("stream", name)
-        if not isinstance(deleted_details, bool):
-            raise errors.InvalidOptionError(f"deleted_details must be a bool, got {deleted_details!r}")
+        options.flag("deleted_details", deleted_details)
         payload: Dict[str, Any] = {}
         if subjects_filter is not None:
             payload["subjects_filter"] = options.subject(subjects_filter, what="subjects_filter", wildcards=True)
@@ -191,8 +189,7 @@ class JsApi(JsPublisher):
         self, stream: str, subject: Optional[str] = None, seq: Optional[int] = None, keep: Optional[int] = None
     ) -> int:
         """Remove messages of ``stream`` (see :meth:`Stream.purge`); returns how many."""
-        if seq is not None and keep is not None:
-            raise errors.InvalidOptionError("purge: seq and keep are mutually exclusive")
+        options.exclusive("purge", "seq", seq, "keep", keep)
         payload: Dict[str, Any] = {}
         if subject is not None:
             payload["filter"] = options.subject(subject, wildcards=True)
@@ -218,19 +215,15 @@ class JsApi(JsPublisher):
         direct get (ADR-31: any replica answers; the stream needs
         ``allow_direct``). Raises MsgNotFoundError."""
         options.validate_name("stream", stream)
-        if not isinstance(direct, bool):
-            raise errors.InvalidOptionError(f"direct must be a bool, got {direct!r}")
+        options.flag("direct", direct)
         if next_by_subject is not None:
-            if last_by_subject is not None:
-                raise errors.InvalidOptionError("get_msg: last_by_subject and next_by_subject are exclusive")
+            options.exclusive("get_msg", "last_by_subject", last_by_subject, "next_by_subject", next_by_subject, mutually=False)
             payload: Dict[str, Any] = {
                 "seq": 1 if seq is None else _positive("seq", seq),
                 "next_by_subj": options.subject(next_by_subject, what="next_by_subject", wildcards=True),
             }
             about = f"next message on {next_by_subject!r} from sequence {payload['seq']} in stream {stream!r}"
-        elif (seq is None) == (last_by_subject is None):
-            raise errors.InvalidOptionError("get_msg: give exactly one of seq or last_by_subject")
-        elif seq is not None:
+        elif options.exactly_one("get_msg", "seq", seq, "last_by_subject", last_by_subject) == "seq":
             payload = {"seq": _positive("seq", seq)}
             about = f"sequence {seq} of stream {stream!r}"
         else:
@@ -272,10 +265,9 @@ class JsApi(JsPublisher):
         ``start_time``, only those on ``next_by_subject`` if given, at most
         ``max_bytes``. An empty list when there are none."""
         body: Dict[str, Any] = {"batch": _positive("batch", batch)}
-        if seq is not None and start_time is not None:
-            raise errors.InvalidOptionError("get_msgs: seq and start_time are exclusive")
+        options.exclusive("get_msgs", "seq", seq, "start_time", start_time, mutually=False)
         if start_time is not None:
-            body["start_time"] = options.rfc3339(_aware("start_time", start_time))
+            body["start_time"] = options.rfc3339(options.aware_datetime("start_time", start_time))
         else:
             body["seq"] = 1 if seq is None else _positive("seq", seq)
         if next_by_subject is not None:
@@ -296,15 +288,13 @@ class JsApi(JsPublisher):
         """The last message on each of ``subjects`` (wildcards allowed) in one
         direct-get request (ADR-31 multi-last; the stream needs
         ``allow_direct``), as of ``up_to_seq`` / ``up_to_time`` if given."""
-        if isinstance(subjects, str) or not isinstance(subjects, (list, tuple)) or not subjects:
-            raise errors.InvalidOptionError(f"subjects must be a non-empty list of subjects, got {subjects!r}")
+        subjects = options.non_empty_subjects("subjects", subjects)
         body: Dict[str, Any] = {"multi_last": [options.subject(x, wildcards=True) for x in subjects]}
-        if up_to_seq is not None and up_to_time is not None:
-            raise errors.InvalidOptionError("get_last_msgs: up_to_seq and up_to_time are exclusive")
+        options.exclusive("get_last_msgs", "up_to_seq", up_to_seq, "up_to_time", up_to_time, mutually=False)
         if up_to_seq is not None:
             body["up_to_seq"] = _positive("up_to_seq", up_to_seq)
         if up_to_time is not None:
-            body["up_to_time"] = options.rfc3339(_aware("up_to_time", up_to_time))
+            body["up_to_time"] = options.rfc3339(options.aware_datetime("up_to_time", up_to_time))
         if batch is not None:
             body["batch"] = _positive("batch", batch)
         return self._direct_batch(stream, body, batch or 1 << 30)
@@ -338,25 +328,14 @@ class JsApi(JsPublisher):
     ) -> ConsumerInfo:
         options.validate_name("stream", stream)
         cfg = options.build_config(ConsumerConfig, config, fields)
-        if action == "update" and not (cfg.name or cfg.durable_name):
-            raise errors.InvalidOptionError("update_consumer needs the consumer's name")
-        verb = action or "create_or_update"
-        if push and not cfg.deliver_subject:
-            raise errors.InvalidOptionError(f"a push consumer needs a deliver_subject; for a pull consumer use {verb}_consumer()")
-        if not push and cfg.deliver_subject:
-            raise errors.InvalidOptionError(
-                f"the config has deliver_subject {cfg.deliver_subject!r}, which makes a push consumer: use {verb}_push_consumer()"
-            )
+        options.consumer_kind(cfg, action, push)
         subject, payload = self.consumer_request(stream, cfg, action)
         return ConsumerInfo.from_response(self.request(subject, payload, about=f"stream {stream!r}"))
 
     def consumer_request(self, stream: str, cfg: ConsumerConfig, action: str = "") -> Tuple[str, Dict[str, Any]]:
         """The API subject suffix and body that create/update consumer ``cfg``
         (validated; a name is generated when it has none)."""
-        if cfg.name and cfg.durable_name and cfg.name != cfg.durable_name:
-            raise errors.InvalidOptionError("name and durable_name differ; give one of them")
-        if cfg.filter_subject and cfg.filter_subjects:
-            raise errors.InvalidOptionError("filter_subject and filter_subjects are mutually exclusive")
+        options.consumer_names(cfg)
         name = cfg.name or cfg.durable_name
         if not name:
             name = cfg.name = self._nuid.next().decode()
@@ -457,12 +436,6 @@ def _positive(name: str, value: Any, allow_zero: bool = False) -> int:
 
 def _no_direct(stream: str) -> errors.NoRespondersError:
     return errors.NoRespondersError(f"no direct get for stream {stream!r}: it does not exist or lacks allow_direct")
-
-
-def _aware(name: str, value: Any) -> datetime.datetime:
-    if not isinstance(value, datetime.datetime) or value.tzinfo is None:
-        raise errors.InvalidOptionError(f"{name} must be an aware datetime, got {value!r}")
-    return value
 
 
 def _means_missing(description: str) -> bool:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import threading
-from collections.abc import Mapping
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from nats.nuid import NUID
@@ -16,9 +15,8 @@ from .. import errors, options
 from ..models import PubAck
 from ..options import DEFAULT, DefaultType, as_bytes
 from .connection import Connection
-from .publish import check_publish, known_subject, publish_headers
+from .publish import check_publish, known_subject
 
-MAX_BATCH = 1000  # messages per atomic batch (the server's default limit, ADR-50)
 BatchItem = Union[Tuple[str, Union[bytes, str]], Tuple[str, Union[bytes, str], Optional[Dict[str, str]]]]
 _NUID = NUID()  # batch and object ids; NUID is not thread-safe
 _NUID_LOCK = threading.Lock()
@@ -134,7 +132,7 @@ class JsPublisher:
         conn.check()
         t = options.timeout_or_default("timeout", timeout, self.timeout)
         # No headers and no expectations (the common case): skip building them.
-        hdrs = None if headers is None and expectations.count(None) == len(expectations) else publish_headers(headers, *expectations)
+        hdrs = None if headers is None and expectations.count(None) == len(expectations) else options.publish_headers(headers, *expectations)
         payload = data if type(data) is bytes else as_bytes(data)
         return t, payload, hdrs, check_publish(conn, subject, payload, hdrs)
 
@@ -151,18 +149,11 @@ class JsPublisher:
         conn.check()
         conn.loop_thread.check_usable()
         t = options.timeout_or_default("timeout", timeout, self.timeout)
-        items = list(messages) if not isinstance(messages, (str, bytes)) else None
-        if not items or len(items) > MAX_BATCH:
-            raise errors.InvalidOptionError(f"publish_batch takes 1 to {MAX_BATCH} (subject, data[, headers]) tuples")
+        items = options.batch_items(messages)
         batch_id = next_nuid()
         prepared = []
         for seq, item in enumerate(items, 1):
-            if not isinstance(item, tuple) or len(item) not in (2, 3):
-                raise errors.InvalidOptionError(f"batch item {seq} must be (subject, data) or (subject, data, headers)")
-            subject, data = item[0], item[1]
-            extra = item[2] if len(item) == 3 else None
-            if extra is not None and not isinstance(extra, Mapping):
-                raise errors.InvalidOptionError(f"headers of batch item {seq} must be a mapping, got {extra!r}")
+            subject, data, extra = options.batch_item(seq, item)
             hdrs = dict(extra or {})
             hdrs.update({"Nats-Batch-Id": batch_id, "Nats-Batch-Sequence": str(seq)})
             if seq == len(items):
@@ -193,8 +184,7 @@ class JsPublisher:
         """Add ``delta`` (any size, may be negative) to the counter on
         ``subject`` and return its new value (ADR-49; the stream needs
         ``allow_msg_counter``, server 2.12+)."""
-        if isinstance(delta, bool) or not isinstance(delta, int):
-            raise errors.InvalidOptionError(f"delta must be an integer, got {delta!r}")
+        options.integer("delta", delta)
         ack = self.publish(subject, b"", headers={"Nats-Incr": f"{delta:+d}"}, timeout=timeout)
         if ack.val is None:
             raise errors.JetStreamError(f"stream {ack.stream!r} did not answer with a counter value")

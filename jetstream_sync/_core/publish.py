@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Dict, Optional
 
-from .. import errors, options
+from .. import options
 
 if TYPE_CHECKING:  # pragma: no cover
     from .connection import Connection
@@ -17,46 +17,6 @@ _log = logging.getLogger("jetstream_sync._publish")  # the logger name users con
 # Plain subjects up to this long fit any line: 900 + the sizes + a reply
 # inbox on the longest inbox_prefix (options.inbox_prefix) stay under 4096.
 _SHORT_SUBJECT = 900
-
-
-def publish_headers(
-    headers: Optional[Dict[str, str]],
-    msg_id: Optional[str] = None,
-    expected_stream: Optional[str] = None,
-    expected_last_seq: Optional[int] = None,
-    expected_last_subject_seq: Optional[int] = None,
-    expected_last_msg_id: Optional[str] = None,
-    expected_last_subject_seq_subject: Optional[str] = None,
-    msg_ttl: Optional[float] = None,
-) -> Optional[Dict[str, str]]:
-    """User headers plus the ``Nats-Msg-Id`` / ``Nats-Expected-*`` / ``Nats-TTL`` ones."""
-    out = dict(headers) if headers else {}
-    for key, arg, value in (
-        ("Nats-Msg-Id", "msg_id", msg_id),
-        ("Nats-Expected-Stream", "expected_stream", expected_stream),
-        ("Nats-Expected-Last-Msg-Id", "expected_last_msg_id", expected_last_msg_id),
-    ):
-        if value is not None:
-            if not isinstance(value, str) or not value:
-                raise errors.InvalidOptionError(f"{arg} must be a non-empty string, got {value!r}")
-            out[key] = value
-    for key, arg, seq in (
-        ("Nats-Expected-Last-Sequence", "expected_last_seq", expected_last_seq),
-        ("Nats-Expected-Last-Subject-Sequence", "expected_last_subject_seq", expected_last_subject_seq),
-    ):
-        if seq is not None:
-            if isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
-                raise errors.InvalidOptionError(f"{arg} must be a sequence number (int >= 0), got {seq!r}")
-            out[key] = str(seq)
-    if expected_last_subject_seq_subject is not None:
-        if expected_last_subject_seq is None:
-            raise errors.InvalidOptionError("expected_last_subject_seq_subject goes with expected_last_subject_seq")
-        out["Nats-Expected-Last-Subject-Sequence-Subject"] = options.subject(
-            expected_last_subject_seq_subject, what="expected_last_subject_seq_subject", wildcards=True
-        )
-    if msg_ttl is not None:
-        out["Nats-TTL"] = options.msg_ttl("msg_ttl", msg_ttl)
-    return out or None
 
 
 def check_line(conn: "Connection", subject: str) -> None:

@@ -267,9 +267,7 @@ class AsyncPublisher(Batcher):
 
     @staticmethod
     def _check_max(max_pending: Any) -> int:
-        if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
-            raise errors.InvalidOptionError(f"max_pending must be an integer >= 1, got {max_pending!r}")
-        return max_pending
+        return options.at_least("max_pending", max_pending, 1)
 
     @property
     def max_pending(self) -> int:

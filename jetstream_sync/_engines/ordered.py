@@ -18,7 +18,6 @@ one has finished (checked by the public class), which orders the two.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import threading
 import time
@@ -405,12 +404,3 @@ class OrderedFetchEngine(FetchEngine):
             self._remove_perm = self._conn.watch_permission(target.pull_subject, self._denied)
         self._watch.traffic()
         self._send_pull(pull_request(o.max_messages, left, o.max_bytes, hb, o.no_wait, None, ""))
-
-
-def start_time(value: Any) -> Optional[datetime.datetime]:
-    """``opt_start_time`` as an aware datetime (naive means UTC)."""
-    if value is None:
-        return None
-    if not isinstance(value, datetime.datetime):
-        raise errors.InvalidOptionError(f"opt_start_time must be a datetime, got {value!r}")
-    return value if value.tzinfo is not None else value.replace(tzinfo=datetime.timezone.utc)

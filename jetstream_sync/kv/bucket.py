@@ -272,7 +272,7 @@ class KeyValue:
         """Store ``value`` only if ``key``'s latest revision is ``last`` (0:
         only if the key never had one); returns the new revision, raises
         KeyWrongLastSequenceError otherwise."""
-        return self._write(key, value, _revision("last", last), None)
+        return self._write(key, value, options.revision("last", last), None)
 
     def delete(self, key: str, *, last: Optional[int] = None) -> None:
         """Place a delete marker (history is kept); with ``last``, only if
@@ -369,12 +369,7 @@ class KeyValue:
         filters = [keys] if isinstance(keys, str) else list(keys) if isinstance(keys, (list, tuple)) else None
         if not filters:
             raise errors.InvalidKeyError(f"keys must be a key pattern or a non-empty list of them, got {keys!r}")
-        for name, flag in (("include_history", include_history), ("ignore_deletes", ignore_deletes),
-                           ("meta_only", meta_only), ("updates_only", updates_only)):
-            if not isinstance(flag, bool):
-                raise errors.InvalidOptionError(f"{name} must be a bool, got {flag!r}")
-        if updates_only and (include_history or resume_from_revision is not None):
-            raise errors.InvalidOptionError("updates_only excludes include_history and resume_from_revision")
+        options.kv_watch(include_history, ignore_deletes, meta_only, updates_only, resume_from_revision)
         # The server refuses overlapping filters (10138): keep only those no other covers.
         try:
             patterns = options.disjoint_filters([options.kv_key(k, wildcards=True) for k in filters], "key patterns")
@@ -384,7 +379,7 @@ class KeyValue:
             raise errors.InvalidKeyError(str(exc)) from None
         subjects = [self._pre + k for k in patterns]
         if resume_from_revision is not None:
-            policy, start = DeliverPolicy.BY_START_SEQUENCE, _revision("resume_from_revision", resume_from_revision, 1)
+            policy, start = DeliverPolicy.BY_START_SEQUENCE, options.revision("resume_from_revision", resume_from_revision, 1)
         else:
             policy = DeliverPolicy.NEW if updates_only else DeliverPolicy.ALL if include_history else DeliverPolicy.LAST_PER_SUBJECT
             start = None
@@ -476,15 +471,9 @@ def initial_done(msg: Msg, first_consumer: Optional[str], initial: int) -> bool:
 _GONE = (errors.StreamNotFoundError, errors.NoRespondersError)
 
 
-def _revision(name: str, value: Any, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise errors.InvalidOptionError(f"{name} must be a revision (an integer >= {minimum}), got {value!r}")
-    return value
-
-
 def _optional_revision(value: Any) -> Optional[int]:
     """``last=`` of delete/purge: None or 0 mean "whatever the latest is"."""
-    return None if value is None or _revision("last", value) == 0 else value
+    return None if value is None or options.revision("last", value) == 0 else value
 
 
 # -- watching ----------------------------------------------------------------------

@@ -4,7 +4,6 @@ JetStream's key-value methods delegate to."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Dict, List, Optional
 
 from .. import errors, options
@@ -19,17 +18,12 @@ _MAX_DUPLICATE_WINDOW = 120.0  # seconds; ADR-8: min(ttl, 2 minutes)
 def kv_config(bucket: Any, config: Optional[KeyValueConfig], fields: Dict[str, Any]) -> KeyValueConfig:
     """A validated KeyValueConfig from a bucket name or config plus keyword overrides."""
     if isinstance(bucket, KeyValueConfig):
-        if config is not None:
-            raise errors.InvalidOptionError("give the config once (positionally or as config=)")
+        options.config_once(config)
         bucket, config = None, bucket
-    if config is not None and not isinstance(config, KeyValueConfig):
-        raise errors.InvalidOptionError(f"config must be a KeyValueConfig, not {type(config).__name__}")
+    options.config_type(config, KeyValueConfig)
     if bucket is not None:
         fields = {**fields, "bucket": bucket}
-    try:
-        cfg = dataclasses.replace(config, **fields) if config is not None else KeyValueConfig(**fields)
-    except TypeError as exc:
-        raise errors.InvalidOptionError(f"invalid KeyValueConfig field: {exc}") from None
+    cfg: KeyValueConfig = options.dataclass_from(KeyValueConfig, config, fields, "invalid KeyValueConfig field")
     options.kv_bucket(cfg.bucket)
     options.kv_history(cfg.history)
     options.kv_replicas(cfg.replicas)
@@ -40,16 +34,10 @@ def kv_config(bucket: Any, config: Optional[KeyValueConfig], fields: Dict[str, A
     options.optional_size("max_value_size", cfg.max_value_size)
     options.optional_size("max_bytes", cfg.max_bytes)
     options.string_map("metadata", cfg.metadata)
-    if cfg.description is not None and not isinstance(cfg.description, str):
-        raise errors.InvalidOptionError(f"description must be a str, got {cfg.description!r}")
-    if not isinstance(cfg.compression, bool):
-        raise errors.InvalidOptionError(f"compression must be a bool, got {cfg.compression!r}")
-    for name, cls in (("placement", Placement), ("republish", RePublish)):
-        value = getattr(cfg, name)
-        if isinstance(value, dict):
-            setattr(cfg, name, value := cls.from_response(value))
-        if value is not None and not isinstance(value, cls):
-            raise errors.InvalidOptionError(f"{name} must be a {cls.__name__} or a dict, got {value!r}")
+    options.kv_description(cfg.description)
+    options.flag("compression", cfg.compression)
+    cfg.placement = options.model_or_dict("placement", cfg.placement, Placement)
+    cfg.republish = options.model_or_dict("republish", cfg.republish, RePublish)
     return cfg
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import dataclasses
 import datetime
 import hashlib
 from dataclasses import dataclass, field
@@ -280,10 +279,7 @@ class ObjectStoreConfig:
         limits = options.object_store_limits(self.ttl, self.max_bytes, self.replicas, self.compression)
         ttl, max_bytes, replicas = limits
         placement = self.placement
-        if isinstance(placement, dict):
-            placement = Placement.from_response(placement)
-        elif placement is not None and not isinstance(placement, Placement):
-            raise errors.InvalidOptionError(f"placement must be a Placement or a dict, got {placement!r}")
+        placement = options.model_or_dict("placement", placement, Placement)
         return StreamConfig(
             name=stream_name(bucket),
             description=options.optional_text("description", self.description),
@@ -305,14 +301,11 @@ def store_config(config: Any, bucket: Any, fields: Dict[str, Any]) -> ObjectStor
     """An :class:`ObjectStoreConfig` from a config, a bucket name or both, plus keyword fields."""
     if isinstance(bucket, ObjectStoreConfig):
         config, bucket = bucket, None
-    if config is not None and not isinstance(config, ObjectStoreConfig):
-        raise errors.InvalidOptionError(f"config must be an ObjectStoreConfig, not {type(config).__name__}")
+    options.config_type(config, ObjectStoreConfig)
     if bucket is not None:
         fields = {**fields, "bucket": bucket}
-    try:
-        return dataclasses.replace(config, **fields) if config is not None else ObjectStoreConfig(**fields)
-    except TypeError as exc:
-        raise errors.InvalidOptionError(f"invalid object store option: {exc}") from None
+    made: ObjectStoreConfig = options.dataclass_from(ObjectStoreConfig, config, fields, "invalid object store option")
+    return made
 
 
 @dataclass
@@ -362,12 +355,7 @@ def chunks_of(source: Source, size: int) -> Iterator[bytes]:
         source = source.encode()
     if isinstance(source, (bytes, bytearray, memoryview)):
         return _slices(memoryview(source).cast("B"), size)
-    read = getattr(source, "read", None)
-    if not callable(read):
-        raise errors.InvalidOptionError(
-            f"data must be bytes, str or a file-like object with read(n), not {type(source).__name__}"
-        )
-    return _reads(read, size)
+    return _reads(options.data_reader(source), size)
 
 
 def _slices(view: memoryview, size: int) -> Iterator[bytes]:
@@ -384,17 +372,11 @@ def _reads(read: Callable[[int], Any], size: int) -> Iterator[bytes]:
         parts, have = [carry], len(carry)
         while have < size:
             piece = read(size - have)
-            if piece is None:  # a non-blocking stream with nothing yet: not the end
-                raise errors.InvalidOptionError(
-                    "read() returned None (a non-blocking stream with no data yet); give a blocking reader"
-                )
-            if not piece:
+            if not options.read_piece(piece):
                 eof = True
                 break
             if isinstance(piece, str):
                 piece = piece.encode()
-            elif not isinstance(piece, (bytes, bytearray, memoryview)):
-                raise errors.InvalidOptionError(f"read() must return bytes or str, got {type(piece).__name__}")
             parts.append(bytes(piece))
             have += len(piece)
         block = b"".join(parts)

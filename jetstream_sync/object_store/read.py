@@ -239,12 +239,7 @@ class ObjectWatcher:
     def __init__(
         self, js: JsApi, bucket: str, history: bool, ignore_deletes: bool, updates_only: bool, listing: bool = False
     ) -> None:
-        for what, value in (("include_history", history), ("ignore_deletes", ignore_deletes),
-                            ("updates_only", updates_only)):  # fmt: skip
-            if not isinstance(value, bool):
-                raise errors.InvalidOptionError(f"{what} must be a bool, got {value!r}")
-        if history and updates_only:
-            raise errors.InvalidOptionError("include_history and updates_only are mutually exclusive")
+        options.object_watch(history, ignore_deletes, updates_only)
         policy = "new" if updates_only else "all" if history else "last_per_subject"
         self._ignore_deletes = ignore_deletes
         self._bucket = bucket

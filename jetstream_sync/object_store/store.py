@@ -200,11 +200,10 @@ class ObjectStore:
     ) -> ObjectInfo:
         """The info of a put, every argument checked."""
         obj.check_object_name(self.bucket, name)
-        if meta is not None and not isinstance(meta, ObjectMeta):
-            raise errors.InvalidOptionError(f"meta must be an ObjectMeta, got {type(meta).__name__}")
+        if meta is not None:
+            options.instance("meta", meta, ObjectMeta)
         base = meta or ObjectMeta()
-        if base.name and base.name != name:
-            raise errors.InvalidOptionError(f"meta.name {base.name!r} differs from the name {name!r}")
+        options.meta_name(base.name, name)
         if base.options is not None and base.options.link is not None:
             raise errors.ObjectLinkError("put() cannot store a link: use add_link() or add_bucket_link()")
         if chunk_size is None:
@@ -321,8 +320,7 @@ class ObjectStore:
         (a rename when ``meta.name`` differs: ObjectAlreadyExistsError if that
         name holds a live object). ObjectNotFoundError / ObjectDeletedError
         when there is nothing to update."""
-        if not isinstance(meta, ObjectMeta):
-            raise errors.InvalidOptionError(f"meta must be an ObjectMeta, got {type(meta).__name__}")
+        options.instance("meta", meta, ObjectMeta)
         new_name = obj.check_object_name(self.bucket, meta.name or name)
         description = options.optional_text("description", meta.description)
         headers = options.object_headers(meta.headers)

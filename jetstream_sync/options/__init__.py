@@ -4,7 +4,13 @@ where arguments are checked (DESIGN.md section 3). Pure functions, no I/O.
 - ``checks``: durations, counts, subjects, names, headers, the wire's limits;
 - ``pull``: messages()/consume()/fetch()/push options and priority groups;
 - ``config``: stream and consumer configs (``build_config``) and names;
-- ``buckets``: key-value buckets and object stores.
+- ``buckets``: key-value buckets and object stores;
+- ``publish``: publish headers, atomic batches;
+- ``connect``: connect options and server URLs;
+- ``subscribe``: the nats-py-style subscribe workflow's arguments;
+- ``worker``: the worker runner's own arguments (client, signals);
+- ``spark``: the Spark data source's option strings (imported as
+  ``options.spark``, not re-exported here).
 
 Bad input raises ``errors.InvalidOptionError`` (a ``ValueError``) naming the
 argument and the value. Durations are seconds here, nanoseconds on the wire.
@@ -28,8 +34,32 @@ from .buckets import (
     optional_size,
     optional_text,
     string_map,
+    revision,
+    kv_watch,
+    config_once,
+    kv_description,
+    data_reader,
+    read_piece,
+    object_watch,
+    meta_name,
 )
 from .checks import (
+    aware_datetime,
+    at_least,
+    config_type,
+    exactly_one,
+    exclusive,
+    flag,
+    flags,
+    instance,
+    integer,
+    mapping,
+    non_empty_subjects,
+    dataclass_from,
+    model_or_dict,
+    pending_limit,
+    any_callable,
+    subjects_sequence,
     DEFAULT,
     DefaultType,
     timeout_or_default,
@@ -91,13 +121,64 @@ from .pull import (
     consume_options_from,
     fetch_options,
     group_name,
+    half_of_timeout,
     priority_config,
     priority_options,
     push_options,
 )
-from .config import build_config, validate_name
+from .config import build_config, consumer_kind, consumer_names, opt_start_time, ordered_start, validate_name
+from .connect import callback, check_servers, known_options, redact_url
+from .subscribe import bind_config, bind_name, consumer_name, new_queue_consumer, ordered_own, ordered_subscribe, pull_config, push_subscribe
+from .worker import signal_numbers, worker_client
+from .publish import MAX_BATCH, batch_item, batch_items, publish_headers
 
 __all__ = [
+    "aware_datetime",
+    "at_least",
+    "config_type",
+    "exactly_one",
+    "exclusive",
+    "flag",
+    "flags",
+    "instance",
+    "integer",
+    "mapping",
+    "non_empty_subjects",
+    "dataclass_from",
+    "model_or_dict",
+    "revision",
+    "kv_watch",
+    "config_once",
+    "kv_description",
+    "data_reader",
+    "read_piece",
+    "object_watch",
+    "meta_name",
+    "pending_limit",
+    "any_callable",
+    "subjects_sequence",
+    "consumer_kind",
+    "consumer_names",
+    "ordered_start",
+    "opt_start_time",
+    "callback",
+    "check_servers",
+    "known_options",
+    "redact_url",
+    "MAX_BATCH",
+    "batch_item",
+    "batch_items",
+    "publish_headers",
+    "signal_numbers",
+    "worker_client",
+    "bind_config",
+    "bind_name",
+    "consumer_name",
+    "new_queue_consumer",
+    "ordered_own",
+    "ordered_subscribe",
+    "pull_config",
+    "push_subscribe",
     "DEFAULT",
     "DefaultType",
     "timeout_or_default",
@@ -160,6 +241,7 @@ __all__ = [
     "MAX_PRIORITY",
     "PriorityOptions",
     "group_name",
+    "half_of_timeout",
     "priority_options",
     "priority_config",
     "KV_MAX_HISTORY",

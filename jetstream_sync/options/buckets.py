@@ -8,7 +8,18 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import errors
-from .checks import MAX_NAME_LEN, control_line, count, duration, header_block, payload_size, reply_room, subject
+from .checks import (
+    MAX_NAME_LEN,
+    control_line,
+    count,
+    duration,
+    exclusive,
+    flags,
+    header_block,
+    payload_size,
+    reply_room,
+    subject,
+)
 
 # Key-value buckets (ADR-8, ADR-48)
 
@@ -146,3 +157,73 @@ def object_store_limits(ttl: Any, max_bytes: Any, replicas: Any, compression: An
     if not isinstance(compression, bool):
         raise errors.InvalidOptionError(f"compression must be a bool, got {compression!r}")
     return age, limit, replicas
+
+
+# Key-value handles and watches
+
+
+def revision(name: str, value: Any, minimum: int = 0) -> int:
+    """A key's revision (a stream sequence), >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise errors.InvalidOptionError(f"{name} must be a revision (an integer >= {minimum}), got {value!r}")
+    return value
+
+
+def kv_watch(include_history: Any, ignore_deletes: Any, meta_only: Any, updates_only: Any, resume_from_revision: Any) -> None:
+    """The flags of a key watch: bools, and ``updates_only`` alone."""
+    flags(("include_history", include_history), ("ignore_deletes", ignore_deletes),
+          ("meta_only", meta_only), ("updates_only", updates_only))  # fmt: skip
+    if updates_only and (include_history or resume_from_revision is not None):
+        raise errors.InvalidOptionError("updates_only excludes include_history and resume_from_revision")
+
+
+def config_once(config: Any) -> None:
+    """A config given positionally (as the bucket) is not given as ``config=`` too."""
+    if config is not None:
+        raise errors.InvalidOptionError("give the config once (positionally or as config=)")
+
+
+def kv_description(value: Any) -> Optional[str]:
+    """None or a str."""
+    if value is not None and not isinstance(value, str):
+        raise errors.InvalidOptionError(f"description must be a str, got {value!r}")
+    return value
+
+
+# Object stores: the data of a put, object watches, metadata
+
+
+def data_reader(source: Any) -> Any:
+    """The ``read(n)`` of an object's data that is neither bytes nor str."""
+    read = getattr(source, "read", None)
+    if not callable(read):
+        raise errors.InvalidOptionError(
+            f"data must be bytes, str or a file-like object with read(n), not {type(source).__name__}"
+        )
+    return read
+
+
+def read_piece(piece: Any) -> bool:
+    """What a reader's ``read(n)`` returned has data (False: the end). None
+    (a non-blocking stream with nothing yet) and non-text, non-bytes are refused."""
+    if piece is None:  # a non-blocking stream with nothing yet: not the end
+        raise errors.InvalidOptionError(
+            "read() returned None (a non-blocking stream with no data yet); give a blocking reader"
+        )
+    if not piece:
+        return False
+    if not isinstance(piece, (str, bytes, bytearray, memoryview)):
+        raise errors.InvalidOptionError(f"read() must return bytes or str, got {type(piece).__name__}")
+    return True
+
+
+def object_watch(include_history: Any, ignore_deletes: Any, updates_only: Any) -> None:
+    """The flags of an object watch or listing: bools, history or updates only."""
+    flags(("include_history", include_history), ("ignore_deletes", ignore_deletes), ("updates_only", updates_only))
+    exclusive("", "include_history", include_history or None, "updates_only", updates_only or None)
+
+
+def meta_name(given: Any, name: str) -> None:
+    """An ObjectMeta's name, when set, is the object's name."""
+    if given and given != name:
+        raise errors.InvalidOptionError(f"meta.name {given!r} differs from the name {name!r}")

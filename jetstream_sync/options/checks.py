@@ -8,12 +8,13 @@ and nanoseconds on the wire (``NS_PER_SECOND``).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import enum
 import inspect
 import math
 import re
-from typing import Any, List, Literal, Mapping, Optional, Set
+from typing import Any, List, Literal, Mapping, Optional, Set, Tuple
 
 from .. import errors
 
@@ -413,8 +414,122 @@ def count(name: str, value: Any, *, allow_zero: bool = False) -> int:
     return value
 
 
+def at_least(name: str, value: Any, minimum: int) -> int:
+    """An integer (not bool) >= ``minimum``, with no 64-bit cap (see ``count``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise errors.InvalidOptionError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
 
 
+def integer(name: str, value: Any) -> int:
+    """Any int (not bool), of any size or sign."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise errors.InvalidOptionError(f"{name} must be an integer, got {value!r}")
+    return value
+
+
+def pending_limit(name: str, value: Any) -> int:
+    """A subscription's pending limit: an integer >= 0, 0 for none."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise errors.InvalidOptionError(f"{name} must be an integer >= 0 (0: no limit), got {value!r}")
+    return value
+
+
+def any_callable(what: str, fn: Any) -> Any:
+    """A callable, of any kind (``handler`` is for those a worker thread calls)."""
+    if not callable(fn):
+        raise errors.InvalidOptionError(f"{what} must be callable, got {fn!r}")
+    return fn
+
+
+def dataclass_from(cls: Any, config: Any, fields: Mapping[str, Any], what: str) -> Any:
+    """``config`` with ``fields`` replaced, or a new ``cls(**fields)``; an
+    unknown or missing field is "WHAT: <the TypeError's text>"."""
+    try:
+        return dataclasses.replace(config, **fields) if config is not None else cls(**fields)
+    except TypeError as exc:
+        raise errors.InvalidOptionError(f"{what}: {exc}") from None
+
+
+def model_or_dict(name: str, value: Any, cls: Any) -> Any:
+    """None, a ``cls`` model or the dict of one (made a ``cls``)."""
+    if isinstance(value, dict):
+        value = cls.from_response(value)
+    if value is not None and not isinstance(value, cls):
+        raise errors.InvalidOptionError(f"{name} must be a {cls.__name__} or a dict, got {value!r}")
+    return value
+
+
+def flag(name: str, value: Any) -> bool:
+    """A bool, nothing that merely looks true or false."""
+    if not isinstance(value, bool):
+        raise errors.InvalidOptionError(f"{name} must be a bool, got {value!r}")
+    return value
+
+
+def flags(*pairs: Tuple[str, Any]) -> None:
+    """``flag`` over (name, value) pairs, in order: the first wrong one wins."""
+    for name, value in pairs:
+        flag(name, value)
+
+
+def exclusive(what: str, a_name: str, a: Any, b_name: str, b: Any, *, mutually: bool = True) -> None:
+    """Refuse ``a`` and ``b`` both given (not None): "[what: ]A and B are
+    [mutually ]exclusive". Callers for whom an empty value means "not given"
+    pass ``value or None``."""
+    if a is not None and b is not None:
+        head = f"{what}: " if what else ""
+        raise errors.InvalidOptionError(f"{head}{a_name} and {b_name} are {'mutually ' if mutually else ''}exclusive")
+
+
+def exactly_one(what: str, a_name: str, a: Any, b_name: str, b: Any) -> str:
+    """The name of the one of ``a``, ``b`` that is given (not None); both or
+    neither: "WHAT: give exactly one of A or B"."""
+    if (a is None) == (b is None):
+        raise errors.InvalidOptionError(f"{what}: give exactly one of {a_name} or {b_name}")
+    return a_name if a is not None else b_name
+
+
+def aware_datetime(name: str, value: Any) -> datetime.datetime:
+    """A datetime with a timezone."""
+    if not isinstance(value, datetime.datetime) or value.tzinfo is None:
+        raise errors.InvalidOptionError(f"{name} must be an aware datetime, got {value!r}")
+    return value
+
+
+def instance(name: str, value: Any, cls: type) -> Any:
+    """``value`` if it is a ``cls``: "NAME must be a/an CLS, got TYPE" otherwise."""
+    if not isinstance(value, cls):
+        article = "an" if cls.__name__[:1] in "AEIOU" else "a"
+        raise errors.InvalidOptionError(f"{name} must be {article} {cls.__name__}, got {type(value).__name__}")
+    return value
+
+
+def config_type(config: Any, cls: type) -> None:
+    """A ``config=`` argument that is None or a ``cls``."""
+    if config is not None and not isinstance(config, cls):
+        article = "an" if cls.__name__[:1] in "AEIOU" else "a"
+        raise errors.InvalidOptionError(f"config must be {article} {cls.__name__}, not {type(config).__name__}")
+
+
+def mapping(name: str, value: Any) -> Any:
+    """None or a mapping."""
+    if value is not None and not isinstance(value, Mapping):
+        raise errors.InvalidOptionError(f"{name} must be a mapping, got {value!r}")
+    return value
+
+
+def subjects_sequence(name: str, value: Any) -> None:
+    """None or a list or tuple (its subjects are checked where they are used)."""
+    if value is not None and not isinstance(value, (list, tuple)):
+        raise errors.InvalidOptionError(f"{name} must be a list of subjects, got {value!r}")
+
+
+def non_empty_subjects(name: str, value: Any) -> List[Any]:
+    """A non-empty list or tuple (not a str); its items are checked by the caller."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
+        raise errors.InvalidOptionError(f"{name} must be a non-empty list of subjects, got {value!r}")
+    return list(value)
 
 
 def pause_until(until: Any, now: Optional[datetime.datetime] = None) -> datetime.datetime:

@@ -5,6 +5,7 @@ keyword fields, validated as the server will (enums, durations, subjects,
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from enum import Enum
 from typing import Any, Dict, Optional, Type, TypeVar
 
@@ -23,10 +24,10 @@ from ..models import (
 )
 from . import checks
 from .buckets import string_map
-from .checks import MAX_INT, duration, subject
+from .checks import MAX_INT, at_least, duration, exclusive, subject
 from .pull import MIN_SERVER_HEARTBEAT, priority_config
 
-__all__ = ["build_config", "validate_name"]
+__all__ = ["build_config", "validate_name", "consumer_kind", "consumer_names", "ordered_start", "opt_start_time"]
 
 _C = TypeVar("_C", StreamConfig, ConsumerConfig)
 _ENUMS: Dict[str, Type[Enum]] = {
@@ -105,3 +106,68 @@ def build_config(cls: Type[_C], config: Optional[_C], overrides: Dict[str, Any])
         for value in values:
             subject(value, what=what, wildcards=True)
     return cfg
+
+
+def consumer_kind(cfg: ConsumerConfig, action: str, push: bool) -> None:
+    """``cfg`` fits the call: ``update`` names its consumer, a push call has a
+    ``deliver_subject`` and a pull call none."""
+    if action == "update" and not (cfg.name or cfg.durable_name):
+        raise errors.InvalidOptionError("update_consumer needs the consumer's name")
+    verb = action or "create_or_update"
+    if push and not cfg.deliver_subject:
+        raise errors.InvalidOptionError(f"a push consumer needs a deliver_subject; for a pull consumer use {verb}_consumer()")
+    if not push and cfg.deliver_subject:
+        raise errors.InvalidOptionError(
+            f"the config has deliver_subject {cfg.deliver_subject!r}, which makes a push consumer: use {verb}_push_consumer()"
+        )
+
+
+def consumer_names(cfg: ConsumerConfig) -> None:
+    """One consumer name (``name`` and ``durable_name`` agree) and one kind of filter."""
+    if cfg.name and cfg.durable_name and cfg.name != cfg.durable_name:
+        raise errors.InvalidOptionError("name and durable_name differ; give one of them")
+    exclusive("", "filter_subject", cfg.filter_subject or None, "filter_subjects", cfg.filter_subjects or None)
+
+
+def ordered_start(cfg: ConsumerConfig) -> None:
+    """An ordered consumer's start options must agree with the deliver policy, as the server
+    requires. A policy that names one start option drops the other (as
+    nats.go): ``by_start_sequence`` keeps ``opt_start_seq``, ``by_start_time``
+    keeps ``opt_start_time``; with no policy, both at once is refused.
+    ``last_per_subject`` with no filter reads every subject (``>``)."""
+    policy = cfg.deliver_policy or DeliverPolicy.ALL
+    if policy is DeliverPolicy.BY_START_SEQUENCE:
+        cfg.opt_start_time = None
+    elif policy is DeliverPolicy.BY_START_TIME:
+        cfg.opt_start_seq = None
+    elif cfg.opt_start_seq is not None and cfg.opt_start_time is not None:
+        raise errors.InvalidOptionError(
+            "give opt_start_seq or opt_start_time, not both (or name one with deliver_policy)"
+        )
+    if policy is DeliverPolicy.LAST_PER_SUBJECT and not cfg.filter_subjects and not cfg.filter_subject:
+        cfg.filter_subjects = [">"]  # the server wants a filter for this policy
+    if policy is DeliverPolicy.BY_START_SEQUENCE:
+        if not cfg.opt_start_seq:
+            raise errors.InvalidOptionError("deliver_policy 'by_start_sequence' needs opt_start_seq")
+    elif cfg.opt_start_seq is not None:
+        if policy is not DeliverPolicy.ALL:
+            raise errors.InvalidOptionError("opt_start_seq goes with deliver_policy 'by_start_sequence'")
+        cfg.deliver_policy = DeliverPolicy.BY_START_SEQUENCE
+    if cfg.opt_start_seq is not None:
+        at_least("opt_start_seq", cfg.opt_start_seq, 1)
+    if policy is DeliverPolicy.BY_START_TIME:
+        if cfg.opt_start_time is None:
+            raise errors.InvalidOptionError("deliver_policy 'by_start_time' needs opt_start_time")
+    elif cfg.opt_start_time is not None:
+        if cfg.deliver_policy not in (None, DeliverPolicy.ALL):
+            raise errors.InvalidOptionError("opt_start_time goes with deliver_policy 'by_start_time'")
+        cfg.deliver_policy = DeliverPolicy.BY_START_TIME
+
+
+def opt_start_time(value: Any) -> Optional[datetime.datetime]:
+    """An ordered consumer's ``opt_start_time`` as an aware datetime (naive means UTC)."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime.datetime):
+        raise errors.InvalidOptionError(f"opt_start_time must be a datetime, got {value!r}")
+    return value if value.tzinfo is not None else value.replace(tzinfo=datetime.timezone.utc)

@@ -313,3 +313,9 @@ def priority_config(policy: Any, groups: Any, timeout: Optional[float], deliver_
     return cast(str, policy)  # one of PRIORITY_POLICIES, checked above
 
 
+
+
+def half_of_timeout(heartbeat: float, timeout: float) -> None:
+    """A pull subscription's fetch heartbeat (seconds) fits its timeout: at most half of it."""
+    if heartbeat > timeout / 2:
+        raise errors.InvalidOptionError(f"heartbeat ({heartbeat}s) must be at most half of timeout ({timeout}s)")

@@ -4,7 +4,6 @@ executor side that turns a range into rows. No pyspark imports here."""
 from __future__ import annotations
 
 import datetime
-import json
 import logging
 import math
 from dataclasses import dataclass
@@ -13,35 +12,13 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 import jetstream_sync as jss
 
 from ..options import duration_text
+from ..options.spark import parse_offset, source_stream, text_count, text_flag
 from ._clients import connection_settings, shared_client
 
 _log = logging.getLogger(__name__)
 
 class DataLossError(jss.JetStreamError):
     """Messages the query still needed were removed from the stream (purge, limits)."""
-
-
-def _bool(value: Optional[str], default: bool) -> bool:
-    if value is None:
-        return default
-    v = value.strip().lower()
-    if v in ("true", "1", "yes"):
-        return True
-    if v in ("false", "0", "no"):
-        return False
-    raise jss.InvalidOptionError(f"expected true or false, got {value!r}")
-
-
-def _int(name: str, value: Optional[str], default: Optional[int], minimum: int = 1) -> Optional[int]:
-    if value is None:
-        return default
-    try:
-        n = int(value)
-    except ValueError:
-        raise jss.InvalidOptionError(f"{name} must be an integer, got {value!r}") from None
-    if n < minimum:
-        raise jss.InvalidOptionError(f"{name} must be >= {minimum}, got {n}")
-    return n
 
 
 @dataclass(frozen=True)
@@ -64,9 +41,7 @@ class ReadOptions:
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> "ReadOptions":
         o = {k.lower(): v for k, v in options.items()}
-        stream = o.get("stream")
-        if not stream:
-            raise jss.InvalidOptionError("the jetstream source needs option 'stream'")
+        stream = source_stream(o)
         subjects = tuple(s.strip() for s in o.get("subjects", "").split(",") if s.strip())
         timeout = duration_text("fetchTimeout", o.get("fetchtimeout"), 10.0)
         opts = cls(
@@ -75,11 +50,11 @@ class ReadOptions:
             starting=o.get("startingoffsets", "latest" if streaming else "earliest"),
             ending=o.get("endingoffsets", "latest"),
             starting_time=o.get("startingtime"),
-            min_partitions=_int("minPartitions", o.get("minpartitions"), None),
-            fail_on_data_loss=_bool(o.get("failondataloss"), True),
-            include_headers=_bool(o.get("includeheaders"), True),
-            max_offsets_per_trigger=_int("maxOffsetsPerTrigger", o.get("maxoffsetspertrigger"), None),
-            fetch_batch=_int("fetchBatch", o.get("fetchbatch"), 1000) or 1000,
+            min_partitions=text_count("minPartitions", o.get("minpartitions"), None),
+            fail_on_data_loss=text_flag(o.get("failondataloss"), True),
+            include_headers=text_flag(o.get("includeheaders"), True),
+            max_offsets_per_trigger=text_count("maxOffsetsPerTrigger", o.get("maxoffsetspertrigger"), None),
+            fetch_batch=text_count("fetchBatch", o.get("fetchbatch"), 1000) or 1000,
             fetch_timeout=timeout,
             settings=connection_settings(o),
         )
@@ -90,25 +65,6 @@ class ReadOptions:
     @property
     def connection(self) -> Dict[str, str]:
         return dict(self.settings)
-
-
-def parse_offset(spec: str, stream: str) -> Optional[int]:
-    """``earliest``/``latest`` (None: resolve later), a sequence number, or
-    ``{"stream": S, "seq": N}`` (the next sequence to read; exclusive end)."""
-    s = spec.strip()
-    if s.lower() in ("earliest", "latest"):
-        return None
-    try:
-        value = json.loads(s)
-    except ValueError:
-        raise jss.InvalidOptionError(f"offset must be earliest, latest or JSON, got {spec!r}") from None
-    if isinstance(value, dict):
-        if value.get("stream", stream) != stream:
-            raise jss.InvalidOptionError(f"offset {spec!r} is for another stream than {stream!r}")
-        value = value.get("seq")
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise jss.InvalidOptionError(f"offset sequence must be an integer >= 1, got {spec!r}")
-    return value
 
 
 def bounds(js: jss.JetStream, stream: str) -> Tuple[int, int]:

@@ -87,24 +87,16 @@ class Worker:
         self._handler = options.handler("worker handler", handler)
         self._stream = options.name("stream", stream)
         self._consumer = options.name("consumer", consumer)
-        if client is not None:
-            if not isinstance(client, Client):
-                raise errors.InvalidOptionError(f"client must be a jetstream_sync.Client, got {client!r}")
-            if servers is not None or connect_options:
-                raise errors.InvalidOptionError("give either client or servers/connect_options, not both")
+        options.worker_client(client, Client, servers, connect_options)
         self._client = client
         self._servers: List[str] = [] if client is not None else _servers(servers)
-        if connect_options is not None and not isinstance(connect_options, Mapping):
-            raise errors.InvalidOptionError(f"connect_options must be a mapping, got {connect_options!r}")
+        options.mapping("connect_options", connect_options)
         self._connect_options = dict(connect_options or {})
         self._concurrency = options.count("concurrency", concurrency)
         self._shutdown_timeout = options.duration("shutdown_timeout", shutdown_timeout)
         self._stats_interval = None if not stats_interval else options.duration("stats_interval", stats_interval, none_means="no stats lines")
         self._nak_delay = None if nak_delay is None else options.duration("nak_delay", nak_delay, allow_zero=True)
-        self._signals = list(signals)
-        for sig in self._signals:
-            if not isinstance(sig, int):
-                raise errors.InvalidOptionError(f"signals must be signal numbers, got {sig!r}")
+        self._signals = options.signal_numbers(signals)
         self._around = options.handler("around", around, optional=True)
         self._thread_exit = options.handler("thread_exit", thread_exit, optional=True)
         self._pull_options = dict(pull_options)

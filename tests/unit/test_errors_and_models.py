@@ -6,7 +6,7 @@ import ssl
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync._core.publish import publish_headers
+from jetstream_sync.options import publish_headers
 from jetstream_sync._core.publisher import parse_puback
 from jetstream_sync.options import build_config, validate_name
 

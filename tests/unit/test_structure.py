@@ -288,14 +288,70 @@ def nats_errors_outside_their_map(root: Path) -> List[str]:
     ]
 
 
+# Raises of InvalidOptionError outside options/ that are no check of a
+# malformed argument but a refusal decided at run time, by state or by what
+# the server or the data turned out to be (module:function, nested names dotted):
+INVALID_OPTION_ALLOWED = {
+    "jetstream:JetStream.client",  # a context made without a Client has none to hand out
+    "contexts:FetchResult.__iter__",  # a fetch result iterated a second time
+    "core:Subscription.next_msg",  # next_msg() on a subscription whose messages go to its callback
+    "core:CoreClient.run_async.call",  # what fn(client) returned, seen on the loop thread when it is called
+    "worker.runner:Worker.run",  # a Worker run a second time
+    "kv.bucket:KeyValue._check_size",  # a value over the bucket's max_value_size, read from the server
+    "kv.bucket:KeyValue._ttl_header",  # a per-key TTL on a bucket whose server config has them off
+    "kv.manage:_require_api_level",  # a feature the server's JetStream API level lacks
+    # The Spark sink's checks of a DataFrame's columns and rows and of the save
+    # mode, made when it is written (the source's option strings are options.spark's).
+    "spark._write:row_fields",
+    "spark._write:publish_rows",
+    "spark._write:_columns",
+    "spark.datasource:_append_only",
+}
+
+
+def invalid_option_raises(root: Path) -> List[Tuple[str, int]]:
+    """(module:function, line) of each ``raise ...InvalidOptionError(...)`` outside options/."""
+    found: List[Tuple[str, int]] = []
+    for name, path in modules(root).items():
+        if name.split(".")[0] == "options":
+            continue
+
+        def visit(node: ast.AST, where: List[str]) -> None:
+            for child in ast.iter_child_nodes(node):
+                inner = where + [child.name] if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else where
+                if (isinstance(child, ast.Raise) and isinstance(child.exc, ast.Call)
+                        and ast.unparse(child.exc.func).split(".")[-1].endswith("InvalidOptionError")):  # fmt: skip
+                    found.append((f"{name or '__init__'}:{'.'.join(where)}", child.lineno))
+                visit(child, inner)
+
+        visit(ast.parse(path.read_text()), [])
+    return found
+
+
+def invalid_option_outside_options(root: Path) -> List[str]:
+    """``raise ...InvalidOptionError(...)`` in options/ only (DESIGN.md section 3:
+    every option's validation is there), but for INVALID_OPTION_ALLOWED."""
+    return [
+        f"{site}:{line} raises InvalidOptionError (its check belongs in options/)"
+        for site, line in invalid_option_raises(root)
+        if site not in INVALID_OPTION_ALLOWED
+    ]
+
+
 RULES = [upward_imports, cycles, function_imports, private_reads, mixins, long_modules, long_functions,
-         one_meaning_per_name, nats_py_outside_the_core, fork_hooks, nats_errors_outside_their_map]  # fmt: skip
+         one_meaning_per_name, nats_py_outside_the_core, fork_hooks, nats_errors_outside_their_map,
+         invalid_option_outside_options]  # fmt: skip
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.__name__)
 def test_the_package_keeps_the_rule(rule):
     found = rule(PKG)
     assert not found, "\n".join(found)
+
+
+def test_every_allowed_invalid_option_raise_is_there():
+    """An allow-list entry whose raise moved or went is dropped, not kept to excuse a new one."""
+    assert INVALID_OPTION_ALLOWED - {site for site, _ in invalid_option_raises(PKG)} == set()
 
 
 def test_every_module_sits_in_a_layer():
@@ -317,6 +373,11 @@ BAD = {
                              "_core/__init__.py": "", "_core/wire.py": "def subject_covers(a, b):\n    pass\n"},
     "nats_py_outside_the_core": {"consumer.py": "import nats.errors\n"},
     "nats_errors_outside_their_map": {"jetstream.py": "import nats.errors as _nerr\n"},
+    "invalid_option_outside_options": {
+        "options/__init__.py": "from .. import errors\ndef flag(name, value):\n    raise errors.InvalidOptionError(name)\n",
+        "consumer.py": "from . import errors\nclass Consumer:\n    def fetch(self, batch):\n"
+                       "        if batch < 1:\n            raise errors.InvalidOptionError(f'batch {batch}') from None\n",
+    },
     "fork_hooks": {"_core/__init__.py": "", "_core/loop.py": "import os\nos.register_at_fork(after_in_child=print)\n",
                    "worker/__init__.py": "", "worker/shared.py": "import os\nos.register_at_fork(after_in_child=print)\n"},
 }
