@@ -41,6 +41,7 @@ from ._wire import (
     Sink,
     deliver_one,
     fix_late_pong,
+    fix_ping_order,
     pub_command,
     send_raw,
     server_info,
@@ -279,6 +280,7 @@ class Connection:
         nc = _NatsClient()
         self.nc = nc
         self.pong_fixed = fix_late_pong(nc)
+        fix_ping_order(nc)  # a PONG proves the server read what was queued before its PING
         if os.environ.get(FAST_PATHS_ENV, "1") != "0" and supported(nc):
             self._dispatcher = Dispatcher(nc)  # before connect: its parser reads from the start
             self.fast = True
