@@ -49,7 +49,8 @@ class _Context:
 
     def stop(self) -> None:
         """End delivery now. Messages received but never handed out are NAK'd,
-        so the server redelivers them at once. Idempotent, any thread.
+        so the server redelivers them at once (it counts them in the
+        consumer's ``num_ack_pending`` until then). Idempotent, any thread.
 
         From a user thread it returns once the context is closed and the NAKs
         are written (bounded by the JetStream timeout); from a handler at once.
@@ -61,7 +62,9 @@ class _Context:
 
     def drain(self) -> None:
         """Send no more pulls, remove interest, hand over everything already
-        received, then end. Idempotent, any thread."""
+        received (all the server sent before it took in the unsubscribe; what
+        an open pull would have delivered after, the server queues for
+        immediate redelivery), then end. Idempotent, any thread."""
         self._receiver.drain()
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import sys
 import threading
@@ -18,6 +19,95 @@ def wait_until(predicate: Callable[[], object], timeout: float = 5.0, interval: 
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         time.sleep(interval)
+
+
+def left_for_ack_wait(cons, handed, total: int, timeout: float = 2.0) -> int:
+    """After a context over ``cons`` has closed, with every message in
+    ``handed`` (stream sequences, of a stream of ``total``) acked: how many
+    delivered messages wait out AckWait, checked long before it.
+
+    The server keeps a NAK'd message, and one it could not deliver once the
+    interest was gone, in num_ack_pending, queued for immediate redelivery
+    that a pull gets before anything new; so no-wait pulls for the pending
+    ones get them all at once unless some wait for AckWait. They are acked;
+    then, when none is left, the consumer must show nothing pending or
+    waiting, everything delivered acked and the rest still in the stream."""
+    seen = set(handed)
+    assert len(seen) == len(handed), "a message was handed out twice"
+
+    def acks_in():
+        info = cons.info()
+        return info if info.num_ack_pending == info.delivered.stream_seq - len(seen) else None
+
+    info = wait_until(acks_in, timeout=timeout)
+    pending = set(range(1, info.delivered.stream_seq + 1)) - seen
+
+    def probe():
+        if not pending:
+            return True
+        for msg in cons.fetch_no_wait(len(pending)):
+            seq = msg.metadata.sequence.stream
+            pending.discard(seq)
+            seen.add(seq)
+            msg.ack()
+        return not pending
+
+    try:
+        wait_until(probe, timeout=timeout)
+    except AssertionError:
+        return len(pending)
+
+    def settled():
+        i = cons.info()
+        return i if i.num_ack_pending == 0 and i.num_waiting == 0 and i.ack_floor.stream_seq == i.delivered.stream_seq else None
+
+    final = wait_until(settled, timeout=timeout)
+    assert seen == set(range(1, final.delivered.stream_seq + 1))
+    assert final.num_pending == total - final.delivered.stream_seq  # nothing lost
+    return 0
+
+
+class Publishing:
+    """Another client publishing ``payload`` to ``subject`` on a thread, in
+    bursts, until the ``with`` block ends."""
+
+    def __init__(self, url: str, subject: str, payload: bytes):
+        self._url, self._subject, self._payload = url, subject, payload
+        self._going = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="publishing", daemon=True)
+
+    def _run(self):
+        import jetstream_sync as jss
+
+        with jss.connect(self._url) as client:
+            js = client.jetstream()
+            while self._going.is_set():
+                for _ in range(50):
+                    js.publish_async(self._subject, self._payload)
+                js.publish_async_complete(timeout=10)
+
+    def __enter__(self) -> "Publishing":
+        self._going.set()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._going.clear()
+        self._thread.join(15)
+
+
+def end_with_the_loop_busy(nc, ctx, end: str, busy: float = 0.1) -> None:
+    """``ctx.stop()`` or ``ctx.drain()`` called on the loop thread, the
+    shutdown let take its first step (its UNSUB and PING written), then the
+    loop kept busy for ``busy`` seconds, as parsing a large read would."""
+
+    async def end_then_busy(_client):
+        getattr(ctx, end)()  # on the loop thread: its shutdown is among the next things the loop runs
+        await asyncio.sleep(0)  # the shutdown starts its task
+        await asyncio.sleep(0)  # whose first step writes the UNSUB and the PING
+        time.sleep(busy)  # noqa: ASYNC251  not a wait: the loop busy is the point
+
+    nc.run_async(end_then_busy, timeout=busy + 5)
 
 
 def raw_pull(nc, stream: str, consumer: str, batch: int, expires: float = 2.0, timeout: float = 5.0):

@@ -40,7 +40,7 @@ from .outbox import AckOutbox
 from .permissions import PermissionWatchers
 from .publisher import AsyncPublisher
 from .subscriptions import Subscriptions
-from .wire import REPLY_INBOX, Dispatcher, Handler, Sink, fix_late_pong, pub_command, send_raw, supported
+from .wire import REPLY_INBOX, Dispatcher, Handler, Sink, fix_late_pong, fix_ping_order, pub_command, send_raw, supported
 
 # check_servers and redact_url are connect's; named here too for the modules that import them from here.
 __all__ = ["Connection", "Resource", "live_connections", "check_servers", "redact_url"]
@@ -190,6 +190,7 @@ class Connection:
         nc = _NatsClient()
         self.nc = nc
         self.pong_fixed = fix_late_pong(nc)
+        fix_ping_order(nc)  # a PONG proves the server read what was queued before its PING
         dispatcher = None
         if fast_paths_wanted() and supported(nc):
             dispatcher = Dispatcher(nc)  # before connect: its parser reads from the start

@@ -18,7 +18,8 @@ used). Besides: ``Subscription._id`` (the protocol sid), the static
 ``Client._parse_header_lines``, ``_flusher_task`` (read with getattr),
 ``_server_info`` (the TLS check, read with getattr) and, for the late-PONG
 workaround, ``_process_pong``/``_pongs``/``_pongs_received``/
-``_pings_outstanding`` where they exist.
+``_pings_outstanding`` where they exist; for the PING-order workaround
+``_send_ping``/``_pending``/``_pending_data_size``/``_transport``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ __all__ = [
     "sid_of",
     "fix_late_pong",
     "subscription_matches",
+    "fix_ping_order",
     "parse_header_lines",
     "REPLY_INBOX",
     "server_info",
@@ -377,6 +379,32 @@ def fix_late_pong(nc: _NatsClient) -> bool:
             nc._pings_outstanding = 0
 
     nc._process_pong = process_pong  # type: ignore[method-assign]
+    return True
+
+
+def fix_ping_order(nc: _NatsClient) -> bool:
+    """Work around a nats-py bug, with or without the fast paths: its PING
+    (``flush()``, ``Subscription.drain()``) is written to the socket at once,
+    ahead of the commands still queued for its flusher task. Its PONG then
+    says nothing about them: ``Subscription.drain()`` sends ``PING`` before
+    its own ``UNSUB``, removes the subscription on the PONG, and drops what
+    the server sent until it processed the UNSUB (an open pull's messages,
+    which then wait out AckWait). The replacement writes the queue first.
+    Applied only where the names exist."""
+    if not all(hasattr(nc, name) for name in ("_send_ping", "_pending", "_pending_data_size", "_transport")):
+        return False
+    send_ping = nc._send_ping
+
+    async def send_ping_after_queued(future: Optional["asyncio.Future[Any]"] = None) -> None:
+        # Only while connected: during a reconnect the queue waits for the new
+        # connection's CONNECT (nats-py sends it once connected).
+        if nc._pending and nc.is_connected and nc._transport is not None:
+            nc._transport.writelines(nc._pending[:])
+            nc._pending = []
+            nc._pending_data_size = 0
+        await send_ping(future)
+
+    nc._send_ping = send_ping_after_queued  # type: ignore[method-assign]
     return True
 
 

@@ -727,3 +727,31 @@ def test_one_bad_call_never_closes_the_shared_client(nc, js, stream, subj, cons)
     nc.flush(timeout=5)
     assert nc.is_connected and not nc.is_closed
     wait_until(lambda: cons.info().num_ack_pending == 0, timeout=5)
+
+
+def test_a_ping_goes_out_after_what_was_queued_before_it(nc):
+    """nats-py wrote a flush's PING straight to the socket, ahead of commands
+    queued for its flusher: Subscription.drain() sent PING before its UNSUB,
+    took the PONG for "the server has seen the UNSUB", removed the
+    subscription, and dropped what the server still sent it (an open pull's
+    messages then waited out AckWait)."""
+
+    async def wire_order(client):
+        sub = await client.subscribe("order.x")
+        await client.flush()
+        transport = client._transport
+        written = []
+        write, writelines = transport.write, transport.writelines
+        transport.write = lambda data: (written.append(bytes(data)), write(data))[1]
+        transport.writelines = lambda parts: (written.extend(bytes(p) for p in parts), writelines(parts))[1]
+        try:
+            await sub.drain()
+            await client.publish("order.y", b"z")
+            await client.flush()
+        finally:
+            del transport.write, transport.writelines
+        return b"".join(written)
+
+    wire = nc.run_async(wire_order, timeout=10)
+    assert wire.index(b"UNSUB") < wire.index(b"PING")
+    assert wire.index(b"PUB order.y") < wire.rindex(b"PING")  # flush() after a publish, alike

@@ -10,7 +10,7 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import PullSpy, publish, sized_payload, wait_until
+from ..helpers import Publishing, PullSpy, end_with_the_loop_busy, left_for_ack_wait, publish, sized_payload, wait_until
 
 
 class Collector:
@@ -210,6 +210,61 @@ def test_wait_after_drain_returns_once_the_handlers_acks_are_processed(server, j
             assert cc.wait(10)
             # Seen from another client at once: every handled message's ack is in.
             assert ojs.consumer_info(stream.name, "dw").ack_floor.stream_seq >= max(handled)
+
+
+LOAD = 20_000  # many more than max_messages: every pull is filled at once
+MID_PULL = 2_345  # not at a refill boundary: a pull is being delivered
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("end", ["drain", "stop"])
+def test_drain_or_stop_under_load_leaves_nothing_pending_for_ack_wait(js, stream, end):
+    publish(js, f"{stream.name.lower()}.x", LOAD, b"m")
+    cons = stream.create_consumer(durable_name="c", ack_policy="explicit")
+    assert cons.info().config.ack_wait == 30  # the default: anything left for it shows long before
+    handed = []
+    reached = threading.Event()
+
+    def handler(msg):
+        handed.append(msg.metadata.sequence.stream)
+        msg.ack()
+        if len(handed) == MID_PULL:
+            reached.set()
+
+    cc = cons.consume(handler, max_messages=500)
+    assert reached.wait(30)
+    getattr(cc, end)()  # while the handler keeps going
+    assert cc.wait(10)
+    assert len(handed) >= MID_PULL
+    if end == "drain":
+        assert cc.stats.nakd_on_stop == 0  # a drain hands everything over, gives nothing back
+    assert left_for_ack_wait(cons, handed, LOAD) == 0
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("end", ["drain", "stop"])
+def test_ending_with_a_busy_loop_and_a_pull_still_delivering_leaves_nothing_for_ack_wait(server, nc, js, stream, end):
+    """As for messages(): what the server sent before it took in the UNSUB
+    reaches the handler (drain) or is NAK'd (stop), even when the loop is busy
+    right after the shutdown's first step while the open pull delivers."""
+    subj = f"{stream.name.lower()}.x"
+    cons = stream.create_consumer(durable_name="c", ack_policy="explicit")
+    handed = []
+    flowing = threading.Event()
+
+    def handler(msg):
+        handed.append(msg.metadata.sequence.stream)
+        msg.ack()
+        if len(handed) == 5:
+            flowing.set()
+
+    # Large messages: what comes after the PONG takes many socket reads.
+    with Publishing(server.url, subj, b"x" * 4096):
+        cc = cons.consume(handler, max_messages=2000)  # a pull with room for long: still delivering at the end
+        assert flowing.wait(10)
+        end_with_the_loop_busy(nc, cc, end)
+        assert cc.wait(10)
+    assert left_for_ack_wait(cons, handed, stream.info().state.last_seq) == 0
 
 
 def test_wait_on_already_closed_consume(js, subj, cons):

@@ -9,7 +9,7 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import Bounded, PullSpy, publish, sized_payload, wait_until
+from ..helpers import Bounded, Publishing, PullSpy, end_with_the_loop_busy, left_for_ack_wait, publish, sized_payload, wait_until
 
 
 def test_fetch_no_options(js, subj, cons):
@@ -154,6 +154,38 @@ def test_breaking_out_of_a_fetch_naks_the_rest(js, subj, cons):
     # The 4 received and never handed out come back at once, not after AckWait.
     again = [m.metadata.sequence.stream for m in cons.fetch(4, expires=2)]
     assert again == [2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("taken", [1, 137])
+def test_an_abandoned_fetch_leaves_nothing_pending_for_ack_wait(js, stream, taken):
+    publish(js, f"{stream.name.lower()}.x", 2_000, b"m")
+    cons = stream.create_consumer(durable_name="c", ack_policy="explicit")  # AckWait 30 s
+    handed = []
+    for msg in cons.fetch(500, expires=5):
+        handed.append(msg.metadata.sequence.stream)
+        msg.ack()
+        if len(handed) == taken:
+            break  # the rest of the pull, received or on its way, is given back
+    assert left_for_ack_wait(cons, handed, 2_000) == 0
+
+
+@pytest.mark.timeout(60)
+def test_a_fetch_abandoned_while_delivering_with_a_busy_loop_leaves_nothing_for_ack_wait(server, nc, stream):
+    subj = f"{stream.name.lower()}.x"
+    cons = stream.create_consumer(durable_name="c", ack_policy="explicit")
+    handed = []
+    # Large messages: what comes after the PONG takes many socket reads.
+    with Publishing(server.url, subj, b"x" * 4096):
+        result = cons.fetch(2000, expires=10)  # still delivering when given up
+        messages = iter(result)
+        for _ in range(5):
+            msg = next(messages)
+            handed.append(msg.metadata.sequence.stream)
+            msg.ack()
+        nc.flush()  # the acks are out: nothing queued delays the busy spell
+        end_with_the_loop_busy(nc, result, "close")
+        assert list(messages) == []
+    assert left_for_ack_wait(cons, handed, stream.info().state.last_seq) == 0
 
 
 def test_next(js, subj, cons):

@@ -12,7 +12,18 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import BlockedNext, Bounded, PullSpy, publish, sized_payload, wait_blocked, wait_until
+from ..helpers import (
+    BlockedNext,
+    Bounded,
+    Publishing,
+    PullSpy,
+    end_with_the_loop_busy,
+    left_for_ack_wait,
+    publish,
+    sized_payload,
+    wait_blocked,
+    wait_until,
+)
 
 
 def take(ctx, n, timeout=5.0):
@@ -176,6 +187,76 @@ def test_lossless_stop(js, stream):
             assert time.monotonic() - start < 10
     assert time.monotonic() - start < 10  # long before AckWait: the buffer was NAK'd
     assert sorted(seen) == list(range(1, 10_001))  # every sequence, none twice
+
+
+LOAD = 20_000  # many more than max_messages: every pull is filled at once
+MID_PULL = 2_345  # not at a refill boundary: a pull is being delivered
+
+
+def _loaded_consumer(js, stream):
+    publish(js, f"{stream.name.lower()}.x", LOAD, b"m")
+    cons = stream.create_consumer(durable_name="c", ack_policy="explicit")
+    assert cons.info().config.ack_wait == 30  # the default: anything left for it shows long before
+    return cons
+
+
+@pytest.mark.timeout(60)
+def test_drain_under_load_leaves_nothing_pending_for_ack_wait(js, stream):
+    cons = _loaded_consumer(js, stream)
+    handed = []
+    ctx = cons.messages(max_messages=500)
+    for msg in ctx:
+        handed.append(msg.metadata.sequence.stream)
+        msg.ack()
+        if len(handed) == MID_PULL:
+            ctx.drain()
+    assert ctx.wait_closed(10)
+    assert len(handed) >= MID_PULL
+    assert ctx.stats.nakd_on_stop == 0  # a drain hands everything over, gives nothing back
+    assert left_for_ack_wait(cons, handed, LOAD) == 0
+
+
+@pytest.mark.timeout(60)
+def test_stop_under_load_leaves_nothing_pending_for_ack_wait(js, stream):
+    cons = _loaded_consumer(js, stream)
+    handed = []
+    with cons.messages(max_messages=500) as ctx:
+        for msg in ctx:
+            handed.append(msg.metadata.sequence.stream)
+            msg.ack()
+            if len(handed) == MID_PULL:
+                break  # leaving the with block stops: what was buffered is NAK'd
+    assert ctx.wait_closed(10)
+    assert len(handed) == MID_PULL
+    assert left_for_ack_wait(cons, handed, LOAD) == 0
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("end", ["drain", "stop"])
+def test_ending_with_a_busy_loop_and_a_pull_still_delivering_leaves_nothing_for_ack_wait(server, nc, js, stream, end):
+    """drain() or stop() while the open pull keeps delivering and the loop is
+    busy right after the shutdown's first step: what the server sent before it
+    took in the UNSUB reaches the context (handed over, or NAK'd). nats-py
+    wrote the PING of its Subscription.drain() ahead of the UNSUB: the PONG
+    came back while the server went on delivering, the subscription went on
+    it, and what came after waited out AckWait."""
+    subj = f"{stream.name.lower()}.x"
+    cons = stream.create_consumer(durable_name="c", ack_policy="explicit")
+    handed = []
+    # Large messages: what comes after the PONG takes many socket reads.
+    with Publishing(server.url, subj, b"x" * 4096):
+        ctx = cons.messages(max_messages=2000)  # a pull with room for long: still delivering at the end
+        for _ in range(5):
+            msg = ctx.next(10)
+            handed.append(msg.metadata.sequence.stream)
+            msg.ack()
+        nc.flush()  # the acks are out: nothing queued delays the busy spell
+        end_with_the_loop_busy(nc, ctx, end)
+        for msg in ctx:
+            handed.append(msg.metadata.sequence.stream)
+            msg.ack()
+        assert ctx.wait_closed(10)
+    assert left_for_ack_wait(cons, handed, stream.info().state.last_seq) == 0
 
 
 def test_stop_naks_the_buffer_for_immediate_redelivery(js, subj, cons):
