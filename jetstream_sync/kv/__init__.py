@@ -1,3 +1,7 @@
-"""See bucket.py."""
+"""Key-value buckets (ADR-8, ADR-48): the bucket handle and its watcher
+(``bucket.py``) and bucket management (``manage.py``, what ``js.key_value()``
+and friends call). Layer 5: built on the handles, given the JsApi."""
 
-from .bucket import *  # noqa: F401,F403
+from .bucket import KeyValue, KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus, KeyWatcher
+
+__all__ = ["KeyValue", "KeyValueConfig", "KeyValueEntry", "KeyValueOp", "KeyValueStatus", "KeyWatcher"]
