@@ -1,11 +1,11 @@
 """JetStream: the public context on one connection. It composes its parts
-and holds no protocol logic of its own: the API requests, the stream, message
-and consumer operations and publishing are a :class:`JsApi`
-(``_core/jsapi.py``); streams and consumers come back as handles
-(``stream.py``, ``consumer.py``, ``push.py``, ``ordered.py``); the subscribe
-workflow is ``subscribe.py``; buckets are ``kv/`` and ``object_store/``.
-
-"""
+and holds no protocol logic of its own: publishing is its base
+:class:`JsPublisher` (``_core/jspublish.py``); the API requests and the
+stream, message and consumer operations are a :class:`JsApi`
+(``_core/jsapi.py``), whose answers come back here as handles (``stream.py``,
+``consumer.py``, ``push.py``, ``ordered.py``); the subscribe workflow is
+``subscribe.py``; buckets are ``kv/`` and ``object_store/``. The methods
+that hand a call on carry the user-facing docstrings."""
 
 from __future__ import annotations
 

@@ -146,10 +146,7 @@ class JsApi(JsPublisher):
     def stream_info(
         self, name: str, *, subjects_filter: Optional[str] = None, deleted_details: bool = False
     ) -> StreamInfo:
-        """Info of a stream. ``subjects_filter`` (wildcards allowed) fills
-        ``state.subjects`` with the message count per matching subject (all
-        pages); ``deleted_details`` fills ``state.deleted`` with the deleted
-        sequences."""
+        """As :meth:`jetstream_sync.JetStream.stream_info` (documented there)."""
         options.validate_name("stream", name)
         options.flag("deleted_details", deleted_details)
         payload: Dict[str, Any] = {}
@@ -209,11 +206,7 @@ class JsApi(JsPublisher):
         next_by_subject: Optional[str] = None,
         direct: bool = False,
     ) -> StoredMsg:
-        """One stored message of ``stream``: by ``seq``, the last on
-        ``last_by_subject``, or the first at or after ``seq`` (default 1) on
-        ``next_by_subject`` (wildcards allowed). ``direct=True`` reads with
-        direct get (ADR-31: any replica answers; the stream needs
-        ``allow_direct``). Raises MsgNotFoundError."""
+        """As :meth:`jetstream_sync.JetStream.get_msg` (documented there)."""
         options.validate_name("stream", stream)
         options.flag("direct", direct)
         if next_by_subject is not None:
@@ -260,10 +253,7 @@ class JsApi(JsPublisher):
         batch: int = 100,
         max_bytes: Optional[int] = None,
     ) -> List[StoredMsg]:
-        """Up to ``batch`` stored messages in one direct-get request (ADR-31,
-        the stream needs ``allow_direct``): from ``seq`` (default 1) or
-        ``start_time``, only those on ``next_by_subject`` if given, at most
-        ``max_bytes``. An empty list when there are none."""
+        """As :meth:`jetstream_sync.JetStream.get_msgs` (documented there)."""
         body: Dict[str, Any] = {"batch": _positive("batch", batch)}
         options.exclusive("get_msgs", "seq", seq, "start_time", start_time, mutually=False)
         if start_time is not None:
@@ -285,9 +275,7 @@ class JsApi(JsPublisher):
         up_to_time: Optional[datetime.datetime] = None,
         batch: Optional[int] = None,
     ) -> List[StoredMsg]:
-        """The last message on each of ``subjects`` (wildcards allowed) in one
-        direct-get request (ADR-31 multi-last; the stream needs
-        ``allow_direct``), as of ``up_to_seq`` / ``up_to_time`` if given."""
+        """As :meth:`jetstream_sync.JetStream.get_last_msgs` (documented there)."""
         subjects = options.non_empty_subjects("subjects", subjects)
         body: Dict[str, Any] = {"multi_last": [options.subject(x, wildcards=True) for x in subjects]}
         options.exclusive("get_last_msgs", "up_to_seq", up_to_seq, "up_to_time", up_to_time, mutually=False)
@@ -375,28 +363,22 @@ class JsApi(JsPublisher):
     def pause_consumer(
         self, stream: str, name: str, until: Union[datetime.datetime, float]
     ) -> ConsumerPauseResponse:
-        """Pause a consumer until ``until`` (an aware datetime, or seconds from
-        now): it delivers nothing meanwhile; pulls wait (server 2.11+)."""
+        """As :meth:`jetstream_sync.JetStream.pause_consumer` (documented there)."""
         when = options.pause_until(until)
         resp = self._consumer_op("PAUSE", stream, name, {"pause_until": options.rfc3339(when)}, "2.11")
         return ConsumerPauseResponse.from_response(resp)
 
     def resume_consumer(self, stream: str, name: str) -> ConsumerPauseResponse:
-        """Resume a paused consumer now (server 2.11+). The server serves
-        pulls that were already waiting at its next wake-up for them (their
-        next idle heartbeat, a new message, or a new pull), not at once."""
+        """As :meth:`jetstream_sync.JetStream.resume_consumer` (documented there)."""
         return ConsumerPauseResponse.from_response(self._consumer_op("PAUSE", stream, name, None, "2.11"))
 
     def reset_consumer(self, stream: str, name: str, seq: Optional[int] = None) -> ConsumerResetResponse:
-        """Move a consumer back to its ack floor, or to stream sequence ``seq``
-        (not below its configured start); what was delivered and not acked is
-        forgotten and delivered again from there (server 2.14+)."""
+        """As :meth:`jetstream_sync.JetStream.reset_consumer` (documented there)."""
         payload = None if seq is None else {"seq": _positive("seq", seq)}
         return ConsumerResetResponse.from_response(self._consumer_op("RESET", stream, name, payload, "2.14"))
 
     def unpin_consumer(self, stream: str, name: str, group: str) -> None:
-        """Release the pin of priority ``group`` of a pinned_client consumer;
-        the server pins the next puller (server 2.11+)."""
+        """As :meth:`jetstream_sync.JetStream.unpin_consumer` (documented there)."""
         self._consumer_op("UNPIN", stream, name, {"group": options.group_name(group)}, "2.11")
 
     def _consumer_op(

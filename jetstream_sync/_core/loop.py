@@ -202,8 +202,8 @@ class LoopThread:
         self._stopped = True
         if self._forked or os.getpid() != _fork.pid:
             return  # the child has no loop thread; never touch the parent's
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
+        loop = self._loop
+        if loop is None:
             return
         if self.in_loop_thread():
             loop.stop()
@@ -212,7 +212,13 @@ class LoopThread:
             loop.call_soon_threadsafe(loop.stop)
         except RuntimeError:
             pass
-        thread.join(timeout)
+        self._join(timeout)
+
+    def _join(self, timeout: float) -> None:
+        """Wait for the loop thread to end."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
 
     def _after_fork_in_child(self) -> None:
         self._forked = True
@@ -426,24 +432,6 @@ class _GreenLoopThread(LoopThread):
         fut.add_done_callback(done.set)  # runs on the loop thread
         done.wait(timeout, self._thread_alive)
         return fut.result(0)  # raises TimeoutError if not done
-
-    def stop(self, timeout: float = 5.0) -> None:
-        if self._stopped:
-            return
-        self._stopped = True
-        if self._forked or os.getpid() != _fork.pid:
-            return
-        loop = self._loop
-        if loop is None:
-            return
-        if self.in_loop_thread():
-            loop.stop()
-            return
-        try:
-            loop.call_soon_threadsafe(loop.stop)
-        except RuntimeError:
-            pass
-        self._join(timeout)
 
     def _join(self, timeout: float) -> None:
         """Wait for the OS thread to end, letting other greenlets run."""
