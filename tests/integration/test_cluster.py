@@ -39,7 +39,34 @@ def replicated(cnc):
     # replicas, or the first publishes can meet "no responders" for longer
     # than ADR-22's retries (2 x 250 ms) on a loaded machine.
     wait_until(lambda: _placed(js), timeout=30, interval=0.1)
+    # Placed is not yet reachable from the server this client is on: the
+    # leader's interest crosses the routes asynchronously.
+    wait_until(lambda: _stream_answers(js), timeout=30, interval=0.1)
     return js, stream
+
+
+def _stream_answers(js):
+    """A publish the stream refuses (wrong expected last sequence) proves the
+    leader answers from here and stores nothing."""
+    try:
+        js.publish("c.probe", b"", expected_last_seq=10**9)
+    except jss.NoRespondersError:
+        return False
+    except jss.APIError:
+        return True
+    raise AssertionError("the probe was stored")
+
+
+def consumer_answers(cons):
+    """Wait until pulls reach the new consumer's leader from this server."""
+
+    def answers():
+        try:
+            return list(cons.fetch_no_wait(1)) == []
+        except jss.NoRespondersError:
+            return False
+
+    wait_until(answers, timeout=30, interval=0.1)
 
 
 def _placed(js):
@@ -60,6 +87,7 @@ def _ready(js):
 def test_messages_across_a_consumer_leader_change(cnc, replicas):
     js, stream = replicated(cnc)
     cons = stream.create_consumer(durable_name="c", num_replicas=replicas, ack_wait=5.0)
+    consumer_answers(cons)
     publish(js, "c.x", 20)
     reports = []
     got = []
@@ -84,6 +112,7 @@ def test_messages_across_a_consumer_leader_change(cnc, replicas):
 def test_fetch_on_a_cluster(cnc):
     js, stream = replicated(cnc)
     cons = stream.create_consumer(durable_name="c", num_replicas=3)
+    consumer_answers(cons)
     publish(js, "c.x", 5)
     assert [m.data for m in cons.fetch(5, expires=5)] == [b"0", b"1", b"2", b"3", b"4"]
     assert list(cons.fetch_no_wait(5)) == []
