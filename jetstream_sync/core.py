@@ -18,6 +18,7 @@ from . import errors, options
 from .options import as_bytes
 from ._core.connection import Connection, Resource
 from ._core.message import Msg, WireMsg
+from ._core.publish import check_publish
 
 __all__ = ["CoreClient", "Subscription"]
 
@@ -89,19 +90,30 @@ class CoreClient:
         *,
         reply: str = "",
         headers: Optional[Dict[str, str]] = None,
+        timeout: float = 5.0,
     ) -> None:
-        """Publish a core NATS message (no JetStream acknowledgement)."""
+        """Publish a core NATS message (no JetStream acknowledgement).
+
+        Returns once the message is queued, in order with this thread's
+        acks and publishes and ahead of its later calls (``request()``,
+        ``flush()``, JetStream calls); the loop thread writes queued messages
+        in bursts. ``flush()`` confirms the server has them; ``close()`` and
+        ``drain()`` send what is queued first. At most the connection's
+        ``pending_size`` bytes (nats-py's option, 2 MiB by default) wait to be
+        written; beyond that this call waits up to ``timeout`` seconds (5 by
+        default) for room, then raises :class:`TimeoutError` and queues nothing.
+        Bad arguments raise here, before anything is queued.
+        """
         conn = self._conn
         conn.check()
         payload = as_bytes(data)
-        options.subject(subject)
+        hdr = check_publish(conn, subject, payload, headers)
         if reply:
             options.subject(reply, what="reply subject")
-        hdr = options.header_block(headers) if headers else b""
-        options.control_line(subject, reply)
-        options.payload_size(len(hdr) + len(payload), conn.max_payload)
-        conn.run(conn.apublish(subject, payload, reply, headers), 30.0)
-
+            options.control_line(subject, reply)
+        if timeout != 5.0:
+            options.duration("timeout", timeout)
+        conn.outbox.publish(subject, payload, reply, headers, hdr, timeout)
 
     def request(
         self,

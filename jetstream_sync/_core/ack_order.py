@@ -19,7 +19,7 @@ from typing import Any, Coroutine, Dict, Optional, Protocol, TypeVar
 
 from nats.aio.client import Client as _NatsClient
 
-from .outbox import AckOutbox, subject_str
+from .outbox import AckOutbox, is_publish, subject_str
 
 
 class OrderedConnection(Protocol):
@@ -82,15 +82,17 @@ async def send_acks_confirmed(conn: OrderedConnection, timeout: float) -> None:
     if not items:
         return
     last: Dict[str, int] = {}
-    for i, (subject, _) in enumerate(items):
-        last[_consumer_of(subject_str(subject))] = i
+    for i, item in enumerate(items):
+        if not is_publish(item):  # core publishes queued among the acks go as they are
+            last[_consumer_of(subject_str(item[0]))] = i
     confirm = set(last.values())
     plain = [item for i, item in enumerate(items) if i not in confirm]
     if plain:
         outbox.put_many(plain)  # put_many sends at once, ahead of the requests below
         outbox.send_now()
     nc = conn.nats_client()
-    requests = [nc.request(subject_str(items[i][0]), items[i][1], timeout=timeout) for i in sorted(confirm)]
+    requests = [nc.request(subject_str(items[i][0]), bytes(items[i][1]), timeout=timeout)  # acks: bytes already
+                for i in sorted(confirm)]
     for outcome in await asyncio.gather(*requests, return_exceptions=True):
         if isinstance(outcome, BaseException):
             _log.debug("ack confirmation: %r", outcome)

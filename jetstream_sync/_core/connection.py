@@ -40,7 +40,8 @@ from .outbox import AckOutbox
 from .permissions import PermissionWatchers
 from .publisher import AsyncPublisher
 from .subscriptions import Subscriptions
-from .wire import REPLY_INBOX, Dispatcher, Handler, Sink, fix_late_pong, fix_ping_order, pub_command, send_raw, supported
+from .wire import REPLY_INBOX, Dispatcher, Handler, Sink, fix_late_pong, fix_ping_order, supported
+from .writer import pub_command, send_raw
 
 # check_servers and redact_url are connect's; named here too for the modules that import them from here.
 __all__ = ["Connection", "Resource", "live_connections", "check_servers", "redact_url"]
@@ -195,7 +196,7 @@ class Connection:
         if fast_paths_wanted() and supported(nc):
             dispatcher = Dispatcher(nc)  # before connect: its parser reads from the start
             self.fast = True
-        self._subscriptions = Subscriptions(nc, dispatcher, self._permissions, self._spawn)
+        self._subscriptions = Subscriptions(nc, dispatcher, self._permissions, self.spawn)
         callbacks: Dict[str, Any] = dict(
             disconnected_cb=self._event_cb("disconnected"),
             reconnected_cb=self._event_cb("reconnected"),
@@ -204,6 +205,7 @@ class Connection:
         if self._events.has_user_callback("discovered_server_cb"):
             callbacks["discovered_server_cb"] = self._event_cb("discovered_server")
         await first_connect(nc, settings, callbacks, self._on_error)
+        self.outbox.connected(nc)
         self.last_url = self.connected_url
         _log.info("connected to %s", self.last_url)
 
@@ -216,6 +218,8 @@ class Connection:
             log_event(event, self.last_url, self.closing)
             if event == "reconnected":
                 self._check_reconnected_secure()
+                if self.nc is not None:
+                    self.outbox.connected(self.nc)  # publishes held while reconnecting go now
             self._events.tell(event)
             await self._events.call_user(f"{event}_cb")
 
@@ -225,7 +229,7 @@ class Connection:
         nc = self.nc
         if nc is not None and not secure_enough(nc, self._tls_wanted):
             _log.error("reconnected to a server without TLS although TLS was requested: closing")
-            self._spawn(close_quietly(nc))
+            self.spawn(close_quietly(nc))
 
     async def _on_error(self, exc: Exception) -> None:
         """Loop thread: nats-py's error callback."""
@@ -251,9 +255,9 @@ class Connection:
                 pass
 
     def _report_now(self, exc: BaseException) -> None:
-        self._spawn(self._events.call_user("error_cb", exc))
+        self.spawn(self._events.call_user("error_cb", exc))
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Loop thread: run ``coro`` in the background, referenced until done."""
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)

@@ -225,7 +225,8 @@ class Msg:
 
     def respond(self, data: bytes = b"", headers: Optional[Dict[str, str]] = None) -> None:
         """Publish ``data`` to this message's reply subject (a request's
-        answer), as nats-py's ``msg.respond()``; returns once it is written.
+        answer), as nats-py's ``msg.respond()``; returns once it is queued,
+        as :meth:`Client.publish` (sent ahead of this thread's later calls).
 
         Raises :class:`RespondError` without a reply subject, and for a
         JetStream message: its reply subject is the ack subject, so a
@@ -246,7 +247,7 @@ class Msg:
         hdr = options.header_block(headers) if headers else b""
         options.control_line(reply)
         options.payload_size(len(hdr) + len(payload), conn.max_payload)
-        conn.run(conn.apublish(reply, payload, "", headers), 30.0)
+        conn.outbox.publish(reply, payload, "", headers, hdr, 5.0)
 
     def ack_sync(self, timeout: float = 5.0) -> None:
         """Acknowledge and wait until the server confirms it (a "double ack").

@@ -1,13 +1,19 @@
-"""The ack outbox: acks (and NAKs of unread buffers) queued by any thread,
-published by the loop thread in bursts. One per connection."""
+"""The outbox: acks (and NAKs of unread buffers) and core publishes queued by
+any thread, published by the loop thread in bursts. One per connection: one
+queue, so a thread's acks and publishes leave in the order it made them."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
+import time
 from typing import Any, Deque, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 
 from .. import errors
-from .wire import Batcher
+from .writer import (
+    Batcher, encoded, pub_line, reconnect_buffer_size, wait_writable, write_backlog,
+)
 
 
 class OutboxConnection(Protocol):
@@ -15,19 +21,32 @@ class OutboxConnection(Protocol):
     Protocol here keeps the import pointing one way)."""
 
     in_child: bool
+    fast: bool  # the fast paths through nats-py internals are on
     nc: Any  # nats-py's client, None before the connect
 
     def check_fork(self) -> None: ...
 
     def send_commands(self, data: bytes, msgs: int, size: int) -> bool: ...
 
+    def spawn(self, coro: Any) -> None: ...
 
-__all__ = ["AckOutbox"]
+
+__all__ = ["AckOutbox", "is_publish"]
 
 _log = logging.getLogger("jetstream_sync._outbox")  # the logger name users configure, kept from before the move
 
 # An ack subject as received (bytes) or as a str; both are sent alike.
 Subject = Union[str, bytes]
+# A queued item: an ack is (subject, payload bytes); a core publish is
+# (its PUB/HPUB command, or nats-py's arguments without the fast paths; its
+# payload size as an int).
+Item = Tuple[Any, Union[bytes, int]]
+
+DEFAULT_PENDING_SIZE = 2 * 1024 * 1024  # nats-py's pending_size default, until connected
+
+
+def is_publish(item: Item) -> bool:
+    return item[1].__class__ is int
 
 
 def subject_str(subject: Subject) -> str:
@@ -47,12 +66,19 @@ def _tail(payload: bytes) -> bytes:
 
 
 class AckOutbox(Batcher):
-    """Publishes queued (subject, payload) pairs from the loop thread.
+    """Publishes queued acks and core publishes from the loop thread.
 
-    Any thread may :meth:`put`. The loop is not woken per ack: queued acks go
-    out when ``BATCH`` have gathered, when a thread is about to block waiting
-    for messages (:meth:`kick`), on flush/close, and otherwise within
-    ``DELAY`` seconds of the first one.
+    Any thread may :meth:`put` an ack or :meth:`put_publish` a publish. The
+    loop is not woken per item: they go out when ``BATCH`` have gathered,
+    when a thread is about to block waiting for messages (:meth:`kick`), on
+    flush/close and before any other call, and otherwise within ``DELAY``
+    seconds of the first one.
+
+    Publishes are bounded: a publisher waits for room while the publishes
+    queued here plus what the connection has not yet written (the socket's
+    backlog, or nats-py's reconnect buffer while reconnecting) reach the
+    connection's ``pending_size``. The loop itself never holds anything back,
+    so nothing can overtake what was queued before it.
     """
 
     BATCH = 256
@@ -68,6 +94,42 @@ class AckOutbox(Batcher):
         # The last ack sent (loop thread): a settled ack (+ACK, +TERM) can be
         # sent again as a request, a no-op whose reply proves it was processed.
         self.last_sent: Optional[Tuple[Subject, bytes]] = None
+        # Bytes of publishes queued here; waits for room, and the loop's
+        # sends, meet on this condition.
+        self._room = threading.Condition(threading.Lock())
+        self.pub_bytes = 0
+        self.limit = DEFAULT_PENDING_SIZE
+        self.publish_errors = 0
+        self.backlog = 0  # bytes the connection had not written at the last look (loop thread writes)
+        self._watching = False  # loop thread: a task waits for the socket to write its backlog down
+
+    def connected(self, nc: Any) -> None:
+        """Loop thread, on every (re)connect: the bound, and what nats-py
+        buffered while reconnecting is being written now."""
+        self.limit = reconnect_buffer_size(nc)
+        self.send_now()
+        self._look_at_backlog(nc)
+
+    def _look_at_backlog(self, nc: Any) -> None:
+        """Loop thread, after a send: note the connection's unwritten bytes;
+        past half the bound, watch them drain so waiting publishers wake."""
+        self.backlog = backlog = write_backlog(nc)
+        if backlog > self.limit // 2 and not self._watching and nc.is_connected:
+            self._watching = True
+            self.conn.spawn(self._watch_backlog(nc))
+
+    async def _watch_backlog(self, nc: Any) -> None:
+        try:
+            while nc.is_connected and write_backlog(nc) > self.limit // 2:
+                await wait_writable(nc)  # the socket's buffer below asyncio's low-water mark
+                await asyncio.sleep(0.001)  # and nats-py's flusher had its turn
+        except Exception as exc:  # the connection broke: connected() looks again
+            _log.debug("waiting for the socket: %r", exc)
+        finally:
+            self._watching = False
+            self.backlog = write_backlog(nc)
+            with self._room:
+                self._room.notify_all()
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -90,6 +152,64 @@ class AckOutbox(Batcher):
         if not self._scheduled and (not self._timer or len(queue) >= self.BATCH):
             self.queued()  # else a send is already due: nothing to schedule
 
+    def publish(
+        self, subject: str, payload: bytes, reply: str, headers: Optional[Dict[str, str]], hdr: bytes, timeout: float
+    ) -> None:
+        """Calling thread: queue one core publish, checked by the caller
+        (``hdr``: its header block, b"" if none)."""
+        if self.conn.fast:  # formatted here, so the loop only joins the lines
+            command: Any = pub_line(encoded(subject), reply.encode() if reply else b"", hdr, payload)
+            size = len(command)
+        else:
+            command = (subject, payload, reply, headers)
+            size = len(hdr) + len(payload) + len(subject) + len(reply) + 32  # about its protocol line
+        self.put_publish(command, size, timeout)
+
+    def put_publish(self, command: Any, size: int, timeout: float) -> None:
+        """Queue one core publish of ``size`` bytes on the wire (checked by
+        the caller), waiting up to ``timeout`` seconds for room when
+        ``pending_size`` bytes of publishes are already waiting."""
+        if self.conn.in_child:
+            self.conn.check_fork()
+        room = self._room
+        queue = self._queue
+        with room:
+            if self.pub_bytes + self.backlog + size > self.limit and (self.pub_bytes or self.backlog):
+                self._wait_for_room(size, timeout)
+            if self._sealed:
+                raise errors.ConnectionClosedError("cannot publish: the client is closed")
+            self.pub_bytes += size
+            queue.append((command, size))
+        if not self._scheduled and (not self._timer or len(queue) >= self.BATCH):
+            self.queued()
+
+    def _wait_for_room(self, size: int, timeout: float) -> None:
+        """Calling thread, holding the room lock."""
+        if self._lt.in_loop_thread():  # only the loop makes room: waiting there would never end
+            raise errors.DeadlockError(
+                f"publish from the client's event-loop thread while {self.pub_bytes} bytes of publishes wait"
+                " to be sent would deadlock"
+            )
+        self.kick()
+        deadline = time.monotonic() + timeout
+        while (self.pub_bytes or self.backlog) and self.pub_bytes + self.backlog + size > self.limit:
+            if self._sealed:
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise errors.TimeoutError(
+                    f"publish not queued: {self.pub_bytes + self.backlog} bytes have waited to be written for"
+                    f" {timeout}s (pending_size {self.limit}); the server is not reading them or the client"
+                    " is reconnecting"
+                )
+            self._room.wait(min(left, 0.05))  # nats-py's flusher also makes room, unannounced
+
+    def _released(self, size: int) -> None:
+        """Loop thread: ``size`` bytes of publishes left the queue."""
+        with self._room:
+            self.pub_bytes -= size
+            self._room.notify_all()
+
     def _take_back(self, item: Tuple[Subject, bytes]) -> bool:
         """True if ``item`` was still queued (and is removed now); False if the
         closing sender already took it (sent, or counted as not sent)."""
@@ -100,10 +220,13 @@ class AckOutbox(Batcher):
         return True
 
     def seal(self) -> None:
-        """Loop thread, closing: refuse acks from now on (what is queued is sent next)."""
-        self._sealed = True
+        """Loop thread, closing: refuse acks and publishes from now on (what
+        is queued is sent next, held back no more)."""
+        with self._room:
+            self._sealed = True
+            self._room.notify_all()
 
-    def take_all(self) -> List[Tuple[Subject, bytes]]:
+    def take_all(self) -> List[Item]:
         """Loop thread: everything queued, removed from the queue."""
         queue = self._queue
         items = []
@@ -111,7 +234,7 @@ class AckOutbox(Batcher):
             items.append(queue.popleft())
         return items
 
-    def put_many(self, items: Sequence[Tuple[Subject, bytes]]) -> None:
+    def put_many(self, items: Sequence[Item]) -> None:
         """Queue several publishes and send them now (used to NAK a buffer)."""
         if items:
             if self._sealed:
@@ -123,38 +246,60 @@ class AckOutbox(Batcher):
             except errors.JetStreamError:
                 pass  # no loop any more: close() sends or counts what is queued
 
-    def _send(self, queue: Deque[Tuple[Subject, bytes]]) -> None:
+    def _send(self, queue: Deque[Item]) -> None:
         """Publish everything queued (loop thread, fast paths)."""
+        nc = self.conn.nc
         parts = []
         tails = _TAILS
-        size = 0
+        size = published = 0
+        last = None
         while queue:
-            subject, payload = queue.popleft()
-            size += len(payload)
+            item = queue.popleft()
+            subject, payload = item
+            if payload.__class__ is int:  # a core publish, formatted by its caller
+                parts.append(subject)
+                published += payload
+                continue
+            size += len(payload)  # type: ignore[arg-type]
             parts.append(
-                b"PUB " + (subject if isinstance(subject, bytes) else subject.encode()) + (tails.get(payload) or _tail(payload))
+                b"PUB " + (subject if isinstance(subject, bytes) else subject.encode()) + (tails.get(payload) or _tail(payload))  # type: ignore[arg-type]
             )
-        self.last_sent = (subject, payload)
-        if not self.conn.send_commands(b"".join(parts), len(parts), size):
+            last = item
+        if last is not None:
+            self.last_sent = last  # type: ignore[assignment]
+        if not self.conn.send_commands(b"".join(parts), len(parts), size + published):
             self._lost(len(parts), "the connection is closed or its reconnect buffer is full")
+        if published:
+            self._released(published)
+            if nc is not None:
+                self._look_at_backlog(nc)
 
     def drop_unsent(self) -> None:
         """After the loop stopped: count (and log) what could not be sent."""
         self._sealed = True
-        left = 0
+        left = published = 0
         while self._queue:
             try:
-                self._queue.popleft()
+                item = self._queue.popleft()
             except IndexError:  # a racing put() took its item back
                 break
-            left += 1
+            if is_publish(item):
+                published += 1
+            else:
+                left += 1
         if left:
             self._lost(left, "the client closed before they could be sent")
+        if published:
+            self.publish_errors += published
+            _log.error("%d publish(es) not sent: the client closed before they could be sent", published)
+        with self._room:
+            self.pub_bytes = 0
+            self._room.notify_all()
 
     def _lost(self, count: int, why: str) -> None:
         # The server redelivers after AckWait; say so rather than drop silently.
         self.errors += count
-        _log.warning("%d ack(s) not sent: %s", count, why)
+        _log.warning("%d ack(s) or publish(es) not sent: %s", count, why)
 
     async def _publish_each(self) -> None:
         """Without the fast paths: nats-py's publish, one by one. Popping and
@@ -163,11 +308,18 @@ class AckOutbox(Batcher):
         nc = self.conn.nc
         queue = self._queue
         while queue:
-            subject, payload = queue.popleft()
-            self.last_sent = (subject, payload)
+            item = queue.popleft()
+            subject, payload = item
             try:
                 if nc is None:
                     raise errors.ConnectionClosedError("not connected")
-                await nc.publish(subject_str(subject), payload)
+                if payload.__class__ is int:
+                    self._released(payload)
+                    await nc.publish(*subject)
+                else:
+                    self.last_sent = item
+                    await nc.publish(subject_str(subject), payload)
             except Exception as exc:
                 self._lost(1, repr(exc))
+        if nc is not None:
+            self._look_at_backlog(nc)

@@ -4,17 +4,18 @@ a bounded window of pipelined publishes whose futures always resolve."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import concurrent.futures._base as _futures_base
-import json
-import re
 import threading
 import time
-from typing import Any, Callable, Coroutine, Deque, Dict, List, Optional, Protocol, Tuple, TypeVar, Union, cast
+from typing import Any, Callable, Coroutine, Deque, Dict, List, Optional, Protocol, TypeVar, Union, cast
 
 from .. import errors, options
 from .nats_errors import translate
-from .wire import Batcher, load_speedups, subscription_matches
+from .wire import load_speedups, subscription_matches
+from .puback import parse_puback, plain_puback
+from .writer import Batcher, encoded, pub_line
 from ..models import PubAck
 from .loop import LoopThread
 from .outbox import AckOutbox
@@ -59,41 +60,6 @@ _SWEEP_INTERVAL = 0.1
 _STARVED = 1024  # queued publishes behind an unsent batch, then the publisher steps aside
 _STEP_ASIDE = 0.05  # at most this long
 _PENDING, _FINISHED = _futures_base.PENDING, _futures_base.FINISHED
-
-
-_PLAIN_ACK = re.compile(rb'\{"stream":"([^"\\]+)",\s*"seq":(\d+)\}\s*')
-
-
-_NAMES: Dict[bytes, str] = {}  # stream names as received -> str (a few per process)
-
-
-def plain_puback(data: bytes) -> Optional[Tuple[bytes, int]]:
-    """(stream, seq) of the usual acknowledgement, else None (the C accelerator's
-    ``puback`` does the same)."""
-    plain = _PLAIN_ACK.fullmatch(data)
-    if plain is None:
-        return None
-    stream, seq = plain.groups()
-    return stream, int(seq)
-
-
-def parse_puback(data: bytes, plain_of: Callable[[bytes], Optional[Tuple[bytes, int]]] = plain_puback) -> PubAck:
-    plain = plain_of(data)
-    if plain is not None:  # the usual reply, without a JSON parse
-        stream, seq = plain
-        name = _NAMES.get(stream)
-        if name is None:
-            name = stream.decode()
-            if len(_NAMES) < 256:
-                _NAMES[stream] = name
-        return PubAck(name, seq)
-    try:
-        resp = json.loads(data)
-    except ValueError:
-        raise errors.JetStreamError(f"invalid publish acknowledgement: {data[:100]!r}") from None
-    if "error" in resp:
-        raise errors.APIError.from_error(resp["error"])
-    return PubAck.from_response(resp)
 
 
 _COND_LOCK = threading.Lock()
@@ -404,6 +370,15 @@ class AsyncPublisher(Batcher):
     # -- loop side ------------------------------------------------------------
 
     def _send(self, queue: Deque[PubAckFuture]) -> None:
+        queue = self._behind_the_outbox()
+        try:
+            self._send_batch(queue)
+        finally:
+            if queue:  # only if the lines could not be made: back in front, for the next round
+                with self._lock:
+                    self._queue.extendleft(reversed(queue))
+
+    def _send_batch(self, queue: Deque[PubAckFuture]) -> None:
         if self._pub_batch is not None:
             while queue:
                 first = self._next_id + 1
@@ -458,10 +433,20 @@ class AsyncPublisher(Batcher):
         if self._sweep_handle is None:
             self._sweep_handle = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL, self._sweep)
 
+    def _behind_the_outbox(self) -> Deque[PubAckFuture]:
+        """Loop thread: take what is queued, then send the outbox: what was
+        taken has its callers' earlier acks and core publishes sent first."""
+        with self._lock:
+            batch, self._queue = self._queue, collections.deque()
+        self.conn.outbox.send_now()
+        return batch
+
     async def _publish_each(self) -> None:
         """Without the fast paths: one nats-py publish per message."""
+        with self._lock:
+            queue, self._queue = self._queue, collections.deque()
+        await self.conn.outbox.send_queued()  # acks and core publishes queued before these go first
         nc = self.conn.nc
-        queue = self._queue
         while queue:
             entry = queue.popleft()
             token = self._track(entry)
@@ -578,17 +563,6 @@ class AsyncPublisher(Batcher):
                 self._cond.notify_all()
 
 
-_SUBJECTS: Dict[str, bytes] = {}  # encoded subjects, for the few a program publishes to
-
-
 def _command(entry: PubAckFuture, reply: bytes) -> bytes:
     """The PUB (or HPUB) line of a queued publish."""
-    subject, data = _SUBJECTS.get(entry._subject), entry._data
-    if subject is None:
-        subject = entry._subject.encode()
-        if len(_SUBJECTS) < 1024:
-            _SUBJECTS[entry._subject] = subject
-    hdr = entry._hdr
-    if not hdr:
-        return b"PUB %s %s %d\r\n%s\r\n" % (subject, reply, len(data), data)
-    return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject, reply, len(hdr), len(hdr) + len(data), hdr, data)
+    return pub_line(encoded(entry._subject), reply, entry._hdr, entry._data)

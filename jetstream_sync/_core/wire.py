@@ -25,11 +25,9 @@ workaround, ``_process_pong``/``_pongs``/``_pongs_received``/
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import os
-import time
-from typing import Any, Callable, Deque, Dict, List, Optional, Protocol, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Protocol, TypeVar
 
 from nats.aio.client import Client as _NatsClient
 from nats.errors import ProtocolError
@@ -42,9 +40,6 @@ __all__ = [
     "deliver_one",
     "is_status",
     "FastParser",
-    "Batcher",
-    "pub_command",
-    "send_raw",
     "sid_of",
     "fix_late_pong",
     "subscription_matches",
@@ -443,120 +438,6 @@ class Dispatcher:
     def unregister(self, sid: int) -> None:
         self._handlers.pop(sid, None)
         self._sinks.pop(sid, None)
-
-
-def pub_command(subject: str, reply: str, payload: bytes) -> bytes:
-    """A ``PUB`` protocol line with its payload."""
-    if reply:
-        return b"PUB %s %s %d\r\n%s\r\n" % (subject.encode(), reply.encode(), len(payload), payload)
-    return b"PUB %s %d\r\n%s\r\n" % (subject.encode(), len(payload), payload)
-
-
-def send_raw(nc: _NatsClient, data: bytes) -> bool:
-    """Queue protocol bytes for the socket and wake nats-py's flusher.
-
-    Returns False when they cannot be sent: the connection is closed, or it
-    is reconnecting and nats-py's reconnect buffer is full.
-    """
-    if nc.is_closed:
-        return False
-    if not nc.is_connected and nc._pending_data_size + len(data) > nc._max_pending_size:
-        return False
-    if not nc._pending and nc.is_connected:
-        # Nothing queued before it: write now, one loop iteration sooner than
-        # nats-py's flusher task would (the latency of a blocking publish).
-        assert nc._transport is not None  # set while connected
-        nc._transport.write(data)
-        return True
-    nc._pending.append(data)
-    nc._pending_data_size += len(data)
-    if not nc.is_connected:
-        return True  # nats-py sends its buffer once reconnected
-    flusher = getattr(nc, "_flusher_task", None)
-    if flusher is None or flusher.done():
-        # No flusher (nats-py then writes inline, so do we).
-        assert nc._transport is not None  # set while connected
-        nc._transport.writelines(nc._pending[:])
-        nc._pending = []
-        nc._pending_data_size = 0
-        return True
-    queue = nc._flush_queue
-    if queue is not None and queue.empty():
-        queue.put_nowait(asyncio.get_running_loop().create_future())
-    return True
-
-
-class Batcher:
-    """A queue of sends that the loop thread takes in bursts.
-
-    Callers append from any thread and call :meth:`queued`; the loop is woken
-    once ``BATCH`` items wait, when someone is about to wait for the result
-    (:meth:`kick`), and otherwise ``DELAY`` seconds after the first item, not
-    per item. Subclasses send the whole queue in :meth:`_send` (the fast
-    paths) or one by one through nats-py in :meth:`_publish_each`.
-    """
-
-    BATCH = 64
-    DELAY = 0.005
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn  # the Connection: its loop thread, and whether the fast paths are on
-        self._lt = conn.loop_thread
-        self._queue: Deque[Any] = collections.deque()
-        self._scheduled = False  # a send is scheduled on the loop
-        self._timer = False  # a delayed send is armed
-        self.sent_at = 0.0  # monotonic time of the last send (loop thread)
-
-    def queued(self) -> None:
-        """After an append: schedule a send if one is due."""
-        if self._scheduled:
-            return
-        if len(self._queue) >= self.BATCH:
-            self.kick()
-        elif not self._timer:
-            self._timer = True
-            self._lt.call_soon(self._arm_timer)
-
-    def kick(self) -> None:
-        """Send what is queued now, without waiting for the batch or the timer."""
-        if self._queue and not self._scheduled:
-            self._scheduled = True
-            self._lt.call_soon(self._send_now)
-
-    def _arm_timer(self) -> None:
-        self._lt.loop.call_later(self.DELAY, self._timer_fired)
-
-    def _timer_fired(self) -> None:
-        self._timer = False
-        self._send_now()
-
-    def _send_now(self) -> None:
-        # Reset first: an append after this line schedules anew.
-        self._scheduled = False
-        if self._queue:
-            self.sent_at = time.monotonic()
-            if self.conn.fast:
-                self._send(self._queue)
-            else:
-                self._lt.loop.create_task(self._publish_each())
-
-    def _send(self, queue: Deque[Any]) -> None:
-        raise NotImplementedError
-
-    async def _publish_each(self) -> None:
-        raise NotImplementedError
-
-    def send_now(self) -> None:
-        """Loop thread: send what is queued now (before a later send that must follow it)."""
-        if self._queue:
-            self._send_now()
-
-    async def send_queued(self) -> None:
-        """Send what is queued now, on the loop thread (flush, drain, close)."""
-        if self.conn.fast:
-            self._send_now()
-        else:
-            await self._publish_each()
 
 
 # -- the boundary with nats-py: subjects, headers, INFO -----------------------------

@@ -151,7 +151,7 @@ def test_blocking_call_from_loop_thread_raises(nc):
 
     def on_loop():
         try:
-            nc.publish("x", b"1")
+            nc.flush()
         except BaseException as exc:
             seen.append(exc)
         done.set()
@@ -159,7 +159,22 @@ def test_blocking_call_from_loop_thread_raises(nc):
     nc._conn.loop_thread.call_soon(on_loop)
     assert done.wait(5)
     assert isinstance(seen[0], jss.DeadlockError)
-    nc.publish("x", b"still fine")
+    nc.flush()
+
+
+def test_core_publish_on_the_loop_thread_is_queued_not_refused(nc):
+    """A core publish only queues: from the loop thread (an asyncio callback) it is sent too."""
+    sub = nc.subscribe("loop.pub")
+    nc.flush()
+    done = threading.Event()
+
+    def on_loop():
+        nc.publish("loop.pub", b"from the loop")
+        done.set()
+
+    nc._conn.loop_thread.call_soon(on_loop)
+    assert done.wait(5)
+    assert sub.next_msg(timeout=5).data == b"from the loop"
 
 
 def test_blocking_publish_request_and_result_on_the_loop_thread_raise_at_once(nc, js, stream, subj):

@@ -127,11 +127,14 @@ def test_blocked_next_is_woken_by_stop_and_drain(cons):
 def test_stop_mid_iteration_hands_out_nothing_more(js, subj, cons):
     publish(js, subj, 5)
     ctx = cons.messages()
-    threading.Timer(0.1, ctx.stop).start()
     handled = []
     for msg in ctx:
         handled.append(msg)
-        time.sleep(0.08)  # the work of handling one message
+        if len(handled) == 2:  # another thread stops it while this one handles the second
+            wait_until(lambda: ctx.stats.buffered_high_water >= 4, timeout=5)  # more are waiting
+            stopper = threading.Thread(target=ctx.stop)
+            stopper.start()
+            stopper.join(5)
     assert len(handled) == 2
 
 

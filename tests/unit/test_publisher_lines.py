@@ -95,7 +95,7 @@ def test_the_publisher_sends_around_a_publish_it_cannot_take(monkeypatch):
 
     async def run():
         try:
-            pub._send(queue)
+            pub._send_batch(queue)
         finally:
             if pub._sweep_handle is not None:
                 pub._sweep_handle.cancel()

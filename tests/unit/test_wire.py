@@ -7,7 +7,8 @@ import random
 import pytest
 
 from jetstream_sync._core import wire as _wire
-from jetstream_sync._core.wire import FastParser, pub_command
+from jetstream_sync._core.wire import FastParser
+from jetstream_sync._core.writer import pub_command
 from jetstream_sync._core.message import Msg, WireMsg
 
 C_SCAN = _wire.load_speedups()

@@ -1,11 +1,14 @@
-// Anchor on nats.go's jetstream package (v1.30.2, the newest release that builds
-// with Debian's Go 1.19), one binary for every like-for-like pair.
+// Anchor on nats.go and its jetstream package (v1.53.1, built by
+// anchors/build-nats-go.sh; v1.30.2 with Debian's Go 1.19 as a fallback), one
+// binary for every like-for-like pair.
 //
 // usage:
 //   jetstream messages <url> <stream> <consumer> <count> <ack 0|1>
 //   jetstream consume  <url> <stream> <consumer> <count> <ack 0|1>
 //   jetstream fetch    <url> <stream> <consumer> <count> <ack 0|1> <batch>
 //   jetstream publish-async <url> <subject> <count> <size> <max pending>
+//   jetstream core-publish  <url> <subject> <count> <size>   (nc.Publish each, then Flush)
+//   jetstream request       <url> <subject> <count> <size>   (nc.Request one at a time)
 //
 // Consumers use the package defaults (Messages/Consume: 500 messages a pull,
 // refill at half), as the Python side does. Prints the elapsed seconds on its
@@ -77,6 +80,24 @@ func main() {
 			case err := <-f.Err():
 				check(err)
 			}
+		}
+		elapsed = time.Since(start)
+	case "core-publish":
+		count, size := atoi(os.Args[4]), atoi(os.Args[5])
+		payload := make([]byte, size)
+		start := time.Now()
+		for i := 0; i < count; i++ {
+			check(nc.Publish(os.Args[3], payload))
+		}
+		check(nc.Flush())
+		elapsed = time.Since(start)
+	case "request":
+		count, size := atoi(os.Args[4]), atoi(os.Args[5])
+		payload := make([]byte, size)
+		start := time.Now()
+		for i := 0; i < count; i++ {
+			_, err := nc.Request(os.Args[3], payload, 5*time.Second)
+			check(err)
 		}
 		elapsed = time.Since(start)
 	default:
