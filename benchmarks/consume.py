@@ -1,7 +1,7 @@
 """Consume throughput, like for like: jetstream_sync against nats.go's jetstream
 package and nats-py, one server, one run, contenders interleaved.
 
-    NATS_GO_SRC=/path/to/nats.go-v1.30.2 python benchmarks/consume.py [-n 100000] [--size 128] [--runs 3]
+    MIRRORS=/path/to/git-mirrors python benchmarks/consume.py [-n 100000] [--size 128] [--runs 3]
 
 Each contender consumes the whole stream through a fresh durable consumer
 (file storage unless --storage memory; max_ack_pending -1, ack_wait 60 s).
@@ -14,7 +14,8 @@ Pairs (ours | peer), each with the same batch, ack policy, storage and count:
   (t) 16 threads sharing one messages() context, each acking | (a)
   (gl) nats.go legacy PullSubscribe Fetch(500) + Ack: an extra row, not a pair
 Both sides pull 500 messages at a time and refill at half (the ADR-37 and
-nats.go defaults). Without NATS_GO_SRC the Go rows are skipped with a note.
+nats.go defaults). The Go rows use nats.go v1.53.1, built by anchors/build-nats-go.sh from
+the git mirrors in $MIRRORS; without them (or NATS_GO_SRC for v1.30.2) they are skipped with a note.
 """
 
 from __future__ import annotations

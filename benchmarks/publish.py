@@ -1,7 +1,7 @@
 """Publish and request, like for like: jetstream_sync against nats.go's jetstream
 package and nats-py 2.16, one server, one run, contenders interleaved.
 
-    NATS_GO_SRC=/path/to/nats.go-v1.30.2 python benchmarks/publish.py [-n 30000] [--size 128] [--runs 3]
+    MIRRORS=/path/to/git-mirrors python benchmarks/publish.py [-n 30000] [--size 128] [--runs 3]
 
 Every PubAck is checked. Pairs (ours | peer):
   (pa) js.publish_async(), max 4000 pending, then publish_async_complete()
