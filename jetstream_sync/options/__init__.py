@@ -131,7 +131,7 @@ from .pull import (
 from .config import build_config, consumer_kind, consumer_names, opt_start_time, ordered_start, validate_name
 from .connect import callback, check_servers, known_options, redact_url
 from .subscribe import bind_config, bind_name, consumer_name, new_queue_consumer, ordered_own, ordered_subscribe, pull_config, push_subscribe
-from .worker import signal_numbers, worker_client
+from .worker import service_list, signal_numbers, worker_client
 from .publish import MAX_BATCH, batch_item, batch_items, publish_headers
 from .services import (
     DEFAULT_MAX_WAIT,
@@ -200,6 +200,7 @@ __all__ = [
     "batch_items",
     "publish_headers",
     "signal_numbers",
+    "service_list",
     "worker_client",
     "bind_config",
     "bind_name",
