@@ -185,12 +185,32 @@ class Service(ServiceGroup):
             handler=options.handler("endpoint handler", handler),
         )
         options.control_line(ep.subject, ep.queue_group)
+        self._check_running()
+        ep.sid = conn.run(conn.subscribe(ep.subject, self._receiver(ep), ep.queue_group, denied=self._refused(ep)), 10.0)
+        with self._lock:
+            running = self._state == "running"
+            if running:
+                self._endpoints.append(ep)
+        if not running:  # stopped while subscribing: the endpoint must not outlive the service
+            conn.run(_unsubscribe_all(conn, [ep.sid], False, 5.0), 6.0)
+            self._check_running()
+
+    def _check_running(self) -> None:
         with self._lock:
             if self._state != "running":
                 raise errors.ConnectionClosedError(f"service {self.name} is {self._state}: no endpoint can be added")
-        ep.sid = conn.run(conn.subscribe(ep.subject, self._receiver(ep), ep.queue_group), 10.0)
-        with self._lock:
-            self._endpoints.append(ep)
+
+    def _refused(self, ep: _Endpoint) -> Callable[[BaseException], None]:
+        """Loop thread: the server refused the endpoint's subscription (permissions)."""
+
+        def refused(err: BaseException) -> None:
+            _log.error("service %s endpoint %s: the server refused the subscription to %s: %s",
+                       self.name, ep.name, ep.subject, err)  # fmt: skip
+            with self._lock:
+                ep.num_errors += 1
+                ep.last_error = str(err)
+
+        return refused
 
     # -- the loop side -------------------------------------------------------------
 
@@ -202,10 +222,13 @@ class Service(ServiceGroup):
 
     def _discovery_handler(self, verb: str) -> Callable[[bytes, bytes, bytes, Optional[bytes]], None]:
         def answer(subject: bytes, reply: bytes, data: bytes, hdrs: Optional[bytes]) -> None:
-            if reply:
-                doc = self.stats() if verb == "STATS" else self.info()
-                body = doc.ping_dict() if verb == "PING" else doc.as_dict()
-                self._conn.send_pub(reply.decode(), "", to_json(body))
+            if not reply:
+                return
+            if verb == "PING":
+                body = ServiceInfo(self.name, self.id, self.version, self.metadata).ping_dict()
+            else:
+                body = (self.stats() if verb == "STATS" else self.info()).as_dict()
+            self._conn.send_pub(reply.decode(), "", to_json(body))
 
         return answer
 

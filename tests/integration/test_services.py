@@ -17,7 +17,7 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import wait_until
+from ..helpers import config_server, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -305,6 +305,33 @@ def test_with_drains_the_service_at_the_end(nc, name):
     assert svc.stopped and svc.wait(5)
     with pytest.raises(jss.ConnectionClosedError):
         svc.add_endpoint("late", echo)
+
+
+_PERMISSIONS_CONF = """
+listen: 127.0.0.1:{port}
+authorization {
+  users = [
+    {user: u, password: p, permissions: {subscribe: {allow: ["$SRV.>", "_INBOX.>", "ok.>"]}}}
+  ]
+}
+"""
+
+
+def test_an_endpoint_the_server_refuses_is_logged_and_counted(tmp_path, caplog):
+    srv = config_server(tmp_path, "svcperm", _PERMISSIONS_CONF)
+    try:
+        with jss.connect(f"nats://127.0.0.1:{srv.port}", user="u", password="p") as nc:
+            svc = nc.add_service("perm", "1.0.0")
+            svc.add_endpoint("fine", echo, subject="ok.fine")
+            with caplog.at_level(logging.ERROR, logger="jetstream_sync.services"):
+                svc.add_endpoint("refused", echo, subject="secret.refused")
+                refused = wait_until(lambda: next((e for e in svc.stats().endpoints if e.num_errors), None))
+            assert refused.name == "refused" and "ermission" in refused.last_error
+            assert any("refused the subscription" in r.getMessage() for r in caplog.records)
+            assert nc.request("ok.fine", b"still served").data == b"still served"
+            svc.stop()
+    finally:
+        srv.cleanup()
 
 
 # -- checks ----------------------------------------------------------------------------------
