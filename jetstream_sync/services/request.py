@@ -22,12 +22,13 @@ class ServiceRequest:
     later is not counted in the endpoint's stats.
     """
 
-    __slots__ = ("_msg", "_lock", "_error")
+    __slots__ = ("_msg", "_lock", "_error", "_answered")
 
     def __init__(self, msg: Msg) -> None:
         self._msg = msg
-        self._lock = threading.Lock()  # guards _error: another thread may answer
+        self._lock = threading.Lock()  # guards _error and _answered: another thread may answer
         self._error = ""  # "code:description" of the last error answer sent
+        self._answered = False
 
     def __repr__(self) -> str:
         return f"<jetstream_sync.ServiceRequest {self.subject!r} {len(self.data)} bytes>"
@@ -58,6 +59,12 @@ class ServiceRequest:
         return self._msg
 
     @property
+    def answered(self) -> bool:
+        """True once an answer (an error too) was sent."""
+        with self._lock:
+            return self._answered
+
+    @property
     def error(self) -> str:
         """``"code:description"`` of the last error answer sent, "" if none."""
         with self._lock:
@@ -68,10 +75,12 @@ class ServiceRequest:
         requester; returns once it is written. Raises :class:`RespondError`
         when the request has no reply subject."""
         self._msg.respond(data, headers)
+        with self._lock:
+            self._answered = True
 
     def respond_json(self, value: Any, headers: Optional[Dict[str, str]] = None) -> None:
         """Answer with ``value`` as JSON."""
-        self._msg.respond(json.dumps(value).encode(), headers)
+        self.respond(json.dumps(value).encode(), headers)
 
     def respond_error(
         self, code: Any, description: str, data: Any = b"", headers: Optional[Dict[str, str]] = None
@@ -87,4 +96,5 @@ class ServiceRequest:
         merged[ERROR_CODE_HEADER] = text
         self._msg.respond(data, merged)
         with self._lock:
+            self._answered = True
             self._error = f"{text}:{desc}"

@@ -250,15 +250,19 @@ class Service(ServiceGroup):
         ep, msg = item
         req = ServiceRequest(msg)
         start = time.perf_counter_ns()
+        raised = ""  # "code:description" of an exception, counted even when the answer was sent before it
         try:
             ep.handler(req)
         except errors.ServiceError as exc:
+            raised = f"{exc.code}:{exc.description}"
             self._answer_error(req, exc.code, exc.description, exc.data)
         except Exception as exc:
             _log.error("service %s endpoint %s: the handler raised on %s", self.name, ep.name, req.subject, exc_info=exc)
-            self._answer_error(req, 500, _one_line(f"{type(exc).__name__}: {exc}"))
+            description = _one_line(f"{type(exc).__name__}: {exc}")
+            raised = f"500:{description}"
+            self._answer_error(req, 500, description)
         elapsed = time.perf_counter_ns() - start
-        error = req.error
+        error = req.error or raised
         with self._lock:
             ep.num_requests += 1
             ep.processing_time += elapsed
@@ -267,7 +271,9 @@ class Service(ServiceGroup):
                 ep.last_error = error
 
     def _answer_error(self, req: ServiceRequest, code: Any, description: str, data: bytes = b"") -> None:
-        if not req.reply:
+        """Answer a request that has no answer yet with a service error (a
+        handler that answered, then raised, is not answered twice)."""
+        if not req.reply or req.answered:
             return
         try:
             req.respond_error(code, description, data)

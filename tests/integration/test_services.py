@@ -176,6 +176,19 @@ def test_a_service_error_raised_in_a_handler_is_the_answer(nc, name):
     svc.stop()
 
 
+def test_a_handler_that_answered_then_raised_is_not_answered_twice(nc, name):
+    def answer_then_fail(req):
+        req.respond(b"the answer")
+        raise RuntimeError("after the answer")
+
+    svc = nc.add_service(name, "1.0.0")
+    svc.add_endpoint("late", answer_then_fail, subject=f"{name}.late")
+    assert [m.data for m in nc.request_many(f"{name}.late", max_wait=1.0, stall=0.3)] == [b"the answer"]
+    stats = wait_until(lambda: (lambda e: e if e.num_requests == 1 else None)(svc.stats().endpoints[0]))
+    assert (stats.num_errors, stats.last_error) == (1, "500:RuntimeError: after the answer")
+    svc.stop()
+
+
 # -- queue groups ------------------------------------------------------------------------
 
 
