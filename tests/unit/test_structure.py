@@ -7,8 +7,8 @@ Layers, lowest first; a module may import its own layer and those below:
     2 _core/                                 the connection core, the JetStream API
     3 _engines/                              loop-side consumer engines, pull protocol
     4 contexts consumer push ordered stream  the handles
-      subscriptions subscribe core
-    5 kv/ object_store/                      features built on the handles
+      subscriptions subscribe core replies
+    5 kv/ object_store/ services/            features built on the handles
     6 jetstream client                       the entry points that compose it all
     7 worker/ spark/ contrib/ _tools/        integrations and tools
       __main__ and the package itself
@@ -34,8 +34,8 @@ LAYERS: Tuple[Tuple[str, ...], ...] = (
     ("options",),
     ("_core",),
     ("_engines",),
-    ("contexts", "consumer", "push", "ordered", "stream", "subscriptions", "subscribe", "core"),
-    ("kv", "object_store"),
+    ("contexts", "consumer", "push", "ordered", "stream", "subscriptions", "subscribe", "core", "replies"),
+    ("kv", "object_store", "services"),
     ("jetstream", "client"),
     ("worker", "spark", "contrib", "_tools", "__main__", ""),
 )
