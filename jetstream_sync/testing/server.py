@@ -110,9 +110,11 @@ class NatsServer:
 
     @property
     def pid(self) -> Optional[int]:
+        """The process id while started (None before :meth:`start` and after a stop)."""
         return self.proc.pid if self.proc is not None else None
 
     def command(self) -> List[str]:
+        """The command line the server is started with."""
         cmd = [find_server_binary(), "-a", HOST, "-p", str(self.port), "-m", str(self.monitor_port)]
         if self.jetstream:
             cmd += ["-js", "-sd", self.store_dir]
@@ -141,7 +143,9 @@ class NatsServer:
             self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 15.0) -> None:
-        """Poll /healthz until the server (and JetStream) is ready."""
+        """Poll /healthz every 0.02 s until the server (and JetStream) is ready;
+        after ``timeout`` seconds (default 15) stop it and raise ``TimeoutError``,
+        or ``RuntimeError`` at once when the process exits (its log tail in both)."""
         deadline = time.monotonic() + timeout
         while True:
             assert self.proc is not None
@@ -159,6 +163,7 @@ class NatsServer:
             time.sleep(0.02)
 
     def log_tail(self, lines: int = 20) -> str:
+        """The last ``lines`` lines (default 20) of the server's log, ``""`` when there is none."""
         try:
             with open(self._log_path, "rb") as f:
                 return b"".join(f.readlines()[-lines:]).decode(errors="replace")
@@ -166,7 +171,8 @@ class NatsServer:
             return ""
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after ``timeout``)."""
+        """Stop the server: SIGTERM, then SIGKILL after ``timeout`` seconds
+        (default 10). A no-op when it is not running; a paused one is resumed first."""
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
             return
