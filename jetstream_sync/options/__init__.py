@@ -9,8 +9,10 @@ where arguments are checked (DESIGN.md section 3). Pure functions, no I/O.
 - ``connect``: connect options and server URLs;
 - ``subscribe``: the nats-py-style subscribe workflow's arguments;
 - ``worker``: the worker runner's own arguments (client, signals);
-- ``spark``: the Spark data source's option strings (imported as
-  ``options.spark``, not re-exported here).
+- ``spark``: the Spark data source's options, each role's known set
+  (imported as ``options.spark``, not re-exported here);
+- ``connection``: connection settings given as option strings, the one
+  parser for the Spark source and helpers (``options.connection``).
 
 Bad input raises ``errors.InvalidOptionError`` (a ``ValueError``) naming the
 argument and the value. Durations are seconds here, nanoseconds on the wire.

@@ -194,3 +194,22 @@ def test_connect_keywords():
     full = connection_settings({**NATS, "user": "u", "password": "p", "creds": "/u.creds", "token": "t"}).connect_options()
     assert full == {"user": "u", "password": "p", "user_credentials": "/u.creds", "token": "t"}
     assert ConnectionSettings(servers=("nats://a:1",)).tls is None
+
+
+def test_the_guide_s_option_table_lists_every_option_of_every_role():
+    import re
+    from pathlib import Path
+
+    from jetstream_sync.options.connection import HELPER_ROLE
+
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "pyspark.md").read_text()
+    table = guide[guide.index("| option | type | default | read |"):].split("\n\n")[0].splitlines()[2:]
+    columns = (READ, READ_STREAM, WRITE, WRITE_STREAM, HELPER_ROLE)
+    documented = {role: set() for role in columns}
+    for row in table:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        for name in re.findall(r"`([^`]+)`", cells[0]):
+            for role, mark in zip(columns, cells[3:]):
+                if mark == "✓":
+                    documented[role].add(name)
+    assert documented == {role: set(KNOWN_OPTIONS[role]) for role in columns}
