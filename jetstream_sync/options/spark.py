@@ -132,7 +132,7 @@ def parse_offset(option: str, spec: str, stream: str) -> Offset:
         value = json.loads(s)
     except ValueError:
         raise errors.InvalidOptionError(
-            f"{option}={spec!r}: expected earliest, latest, a sequence or {{\"stream\": S, \"seq\": N}}"
+            f"{option}={spec!r}: an offset is earliest, latest, a sequence or {{\"stream\": S, \"seq\": N}}"
         ) from None
     if isinstance(value, dict):
         if value.get("stream", stream) != stream:

@@ -120,7 +120,7 @@ def test_stream_is_required_for_reads():
 
 BAD_VALUES = [
     ({"endingOffsets": '{"seq":"x"}'}, r"""endingOffsets='{"seq":"x"}': the sequence must be an integer >= 1"""),
-    ({"startingOffsets": "soon"}, r"startingOffsets='soon': expected earliest, latest"),
+    ({"startingOffsets": "soon"}, r"startingOffsets='soon': an offset is earliest, latest"),
     ({"startingOffsets": '{"stream": "OTHER", "seq": 3}'}, r"startingOffsets=.*another stream than 'S'"),
     ({"endingOffsets": "0"}, r"endingOffsets='0'"),
     ({"minPartitions": "0"}, r"minPartitions='0': expected an integer >= 1"),
