@@ -22,7 +22,6 @@ from .connect import check_servers, redact_url
 
 __all__ = [
     "CONNECTION_OPTIONS",
-    "SECRET_OPTIONS",
     "TlsSettings",
     "ConnectionSettings",
     "option_strings",
@@ -36,7 +35,6 @@ CONNECTION_OPTIONS: Tuple[str, ...] = (
     "servers", "user", "password", "token", "creds", "nkey", "name",
     "tls.ca", "tls.cert", "tls.key", "tls.keyPassword",
 )  # fmt: skip
-SECRET_OPTIONS = frozenset({"password", "token", "nkey", "tls.key", "tls.keypassword"})
 HELPER_ROLE = "publish_partition/shared_client"
 
 # An nkey seed ("SU..." for a user): base32 text, as opposed to a path to a seed file.

@@ -17,6 +17,7 @@ from jetstream_sync.options.spark import (
     WRITE_STREAM,
     ReadOptions,
     WriteOptions,
+    check_names,
     parse_offset,
 )
 
@@ -79,6 +80,20 @@ def test_an_option_of_another_role_says_whose_it_is():
         parse(WRITE, {"checkpointLocation": "/tmp/x"})
     with pytest.raises(jss.InvalidOptionError, match=r"unknown option 'stream' for publish_partition/shared_client"):
         connection_settings({**NATS, "stream": "S"})
+
+
+def test_the_names_alone_are_checked_when_spark_builds_the_source():
+    """DataSource.__init__ runs before Spark says what for: the names tell what they can."""
+    with pytest.raises(jss.InvalidOptionError, match=r"'msgidprefx' for df.write/writeStream; did you mean 'msgIdPrefix'"):
+        check_names({"servers": "x", "subject": "a", "msgidprefx": "j"})
+    with pytest.raises(jss.InvalidOptionError, match=r"'subjects' for df.writeStream; did you mean 'subject'\?"):
+        check_names({"servers": "x", "subjects": "a", "checkpointlocation": "/ck"})
+    with pytest.raises(jss.InvalidOptionError, match=r"'subject' for spark.read/readStream; did you mean 'subjects'\?"):
+        check_names({"servers": "x", "stream": "S", "subject": "a"})
+    with pytest.raises(jss.InvalidOptionError, match=r"'colour' for the jetstream data source; its options are"):
+        check_names({"colour": "red"})
+    check_names({"servers": "x", "subjects": "a", "startingoffsets": "earliest"})  # a read short of 'stream': for schema() to say
+    check_names({"servers": "x", "subjects": "a"})  # a writeStream with 'subjects' too: its first batch says
 
 
 def test_an_unknown_option_with_nothing_close_lists_the_known_ones():
