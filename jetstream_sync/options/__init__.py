@@ -11,8 +11,10 @@ where arguments are checked (DESIGN.md section 3). Pure functions, no I/O.
 - ``worker``: the worker runner's own arguments (client, signals);
 - ``services``: the service API's names, versions, subjects and errors
   (ADR-32), and ``request_many``'s bounds;
-- ``spark``: the Spark data source's option strings (imported as
-  ``options.spark``, not re-exported here).
+- ``spark``: the Spark data source's options, each role's known set
+  (imported as ``options.spark``, not re-exported here);
+- ``connection``: connection settings given as option strings, the one
+  parser for the Spark source and helpers (``options.connection``).
 
 Bad input raises ``errors.InvalidOptionError`` (a ``ValueError``) naming the
 argument and the value. Durations are seconds here, nanoseconds on the wire.

@@ -307,6 +307,9 @@ INVALID_OPTION_ALLOWED = {
     "spark._write:publish_rows",
     "spark._write:_columns",
     "spark.datasource:_append_only",
+    # TLS files or PEM texts that cannot be loaded, found by the process that
+    # connects (an executor): the option strings were checked on the driver.
+    "spark._clients:tls_context",
 }
 
 
