@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jetstream_sync._tools.server import NatsServer  # noqa: E402
+from jetstream_sync.testing import NatsServer  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ANCHORS = Path(__file__).resolve().parent / "anchors" / "go"

@@ -16,6 +16,7 @@ import argparse
 from _common import Meter, Result, fill_stream, print_pairs, print_table, run_rounds, save, start_server
 
 import jetstream_sync as jss
+from jetstream_sync.options.connection import connection_settings
 from jetstream_sync.spark._read import SeqRange, read_messages
 
 STREAM, SUBJECT = "DIRECT", "direct.data"
@@ -39,7 +40,7 @@ def main() -> None:
         js.update_stream(cfg)
         stream = js.stream(STREAM)
         meter = Meter(server)
-        settings = (("servers", server.url),)
+        settings = connection_settings(server.url)
 
         def consumer_read(tag: str) -> object:
             r = SeqRange(STREAM, 1, n + 1, (), False, batch, 10.0, settings)

@@ -21,7 +21,7 @@ from _common import Meter, Result, Sample, fill_stream, print_pairs, print_table
 from consume import STREAM, SUBJECT, natspy_fetch, new_consumer
 
 import jetstream_sync as jss
-from jetstream_sync._tools.server import NatsServer
+from jetstream_sync.testing import NatsServer
 
 MIB = 1024 * 1024
 

@@ -102,6 +102,10 @@ from .errors import (
     ObjectStoreExistsError,
     ObjectStoreNotFoundError,
 )
+# services (ADR-32) and request_many
+from .errors import ServiceError
+from .replies import Replies
+from .services import EndpointInfo, EndpointStats, Service, ServiceGroup, ServiceInfo, ServiceRequest, ServiceStats
 from .object_store.store import (
     ObjectInfo,
     ObjectLink,
@@ -228,6 +232,16 @@ __all__ = [
     "InvalidObjectStoreNameError",
     "InvalidObjectNameError",
     "ObjectLinkError",
+    # services (ADR-32) and request_many
+    "Service",
+    "ServiceGroup",
+    "ServiceRequest",
+    "ServiceInfo",
+    "ServiceStats",
+    "EndpointInfo",
+    "EndpointStats",
+    "ServiceError",
+    "Replies",
     # the ready worker
     "Worker",
     "WorkerStats",

@@ -1,4 +1,4 @@
-"""Command line: ``jetstream-sync demo|bench|worker`` / ``python -m jetstream_sync ...``."""
+"""Command line: ``jetstream-sync demo|bench|worker|service`` / ``python -m jetstream_sync ...``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import List, Optional
 
 from ._tools import bench, demo
 from .errors import JetStreamError
-from .worker import cli
+from .worker import cli, service_runner
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -16,11 +16,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("usage: jetstream-sync demo [--server URL] [-n COUNT] [--size BYTES] [--no-progress]")
         print("       jetstream-sync bench {pub,consume,both} [--server URL | --embedded] ... (bench -h)")
         print("       jetstream-sync worker module:handler --stream S --consumer C [--server URL] ... (worker -h)")
+        print("       jetstream-sync service module:factory [--server URL] [--shutdown-timeout S] ... (service -h)")
         return 0 if args else 2
-    commands = {"demo": demo.main, "bench": bench.main, "worker": cli.main}
+    commands = {"demo": demo.main, "bench": bench.main, "worker": cli.main, "service": service_runner.main}
     command = commands.get(args[0])
     if command is None:
-        print(f"unknown command {args[0]!r}; try: jetstream-sync demo, bench or worker", file=sys.stderr)
+        print(f"unknown command {args[0]!r}; try: jetstream-sync demo, bench, worker or service", file=sys.stderr)
         return 2
     try:
         return command(args[1:])

@@ -3,11 +3,13 @@ JetStream context (the core NATS calls are :class:`CoreClient`, ``core.py``)."""
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
+from . import options as _options
 from ._core.connection import Connection
 from .core import CoreClient
 from .jetstream import JetStream
+from .services import Service
 
 __all__ = ["connect", "Client"]
 
@@ -51,6 +53,33 @@ class Client(CoreClient):
     ) -> "JetStream":
         """A :class:`JetStream` context on this connection."""
         return JetStream(self._connection, client=self, domain=domain, api_prefix=api_prefix, timeout=timeout)
+
+    def add_service(
+        self,
+        name: str,
+        version: str,
+        *,
+        description: str = "",
+        metadata: Optional[Dict[str, str]] = None,
+        queue_group: Optional[str] = None,
+        workers: int = _options.DEFAULT_SERVICE_WORKERS,
+    ) -> Service:
+        """Start an ADR-32 service (the "micro" API of nats.go and nats-py)
+        and return it; add endpoints with ``svc.add_endpoint(...)``,
+        ``svc.add_group(...)`` or ``@svc.endpoint(...)``.
+
+        ``name`` is ``A-Z a-z 0-9 - _``; ``version`` is SemVer ("1.0.0");
+        ``metadata`` maps str to str. Endpoints join ``queue_group``
+        (default "q") unless they name their own. Handlers run on
+        ``workers`` threads (default 4): above 1 they must be thread-safe.
+        The service answers discovery (``$SRV.PING``/``INFO``/``STATS``) at
+        once; it ends with ``svc.stop()``, ``svc.drain()``, or when this
+        client closes or drains.
+        """
+        conn = self._connection
+        conn.check()
+        opts = _options.service_options(name, version, description, metadata, queue_group, workers)
+        return Service(conn, opts)
 
     def __enter__(self) -> "Client":
         return self

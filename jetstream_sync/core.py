@@ -9,7 +9,7 @@ import inspect
 import logging
 import threading
 from typing import (
-    Any, Awaitable, Callable, Deque, Dict, Iterator, Optional, TypeVar,
+    Any, Awaitable, Callable, Deque, Dict, Iterator, Optional, TypeVar, Union,
 )
 
 from nats.aio.client import Client as _NatsClient
@@ -19,6 +19,7 @@ from .options import as_bytes
 from ._core.connection import Connection, Resource
 from ._core.message import Msg, WireMsg
 from ._core.publish import check_publish
+from .replies import Replies
 
 __all__ = ["CoreClient", "Subscription"]
 
@@ -140,6 +141,53 @@ class CoreClient:
         options.payload_size(len(hdr) + len(payload), conn.max_payload)
         # Pipelined like publish_async: one shared reply inbox, no task per call.
         return conn.requester(WireMsg).publish_and_wait(subject, payload, headers, hdr, t)  # type: ignore[no-any-return]
+
+    def request_many(
+        self,
+        subject: str,
+        data: bytes = b"",
+        *,
+        headers: Optional[Dict[str, str]] = None,
+        max_messages: Optional[int] = None,
+        max_wait: float = options.DEFAULT_MAX_WAIT,
+        stall: Optional[float] = None,
+        sentinel: Union[None, bool, Callable[[Msg], bool]] = None,
+    ) -> Replies:
+        """Send one request and iterate over the replies, from any number of
+        responders (scatter-gather, streamed answers), as orbit.go's
+        ``natsext.RequestMany``.
+
+        Iteration ends, without an exception, at the first bound reached:
+        ``max_messages`` replies (None: no count); ``max_wait`` seconds after
+        the request was sent (default 2.0, always finite); ``stall`` seconds
+        without a reply once one came (None: no stall bound); a *sentinel*
+        reply, which is not handed out: ``sentinel=True`` ends at a reply with
+        an empty payload, a function ``sentinel(msg) -> bool`` at the first
+        reply it returns True for.
+
+        Arguments are checked before anything is sent. The result is a
+        :class:`Replies` iterator and context manager; its inbox is
+        unsubscribed when iteration ends, on ``close()``, on leaving
+        ``with`` and on ``break``. Iterating raises
+        :class:`NoRespondersError` when nobody listens on ``subject``.
+        """
+        conn = self._conn
+        conn.check()
+        conn.loop_thread.check_usable()  # iterating blocks: never on the loop thread
+        opts = options.request_many_options(max_messages, max_wait, stall, sentinel)
+        payload = as_bytes(data)
+        options.subject(subject)
+        hdr = options.header_block(headers) if headers else b""
+        options.control_line(subject, reply_room=conn.reply_room)
+        options.payload_size(len(hdr) + len(payload), conn.max_payload)
+        inbox = self.subscribe(self.new_inbox())
+        replies = Replies(inbox, opts, subject)
+        try:
+            self.publish(subject, payload, reply=inbox.subject, headers=headers)
+        except BaseException:
+            replies.close()
+            raise
+        return replies
 
     def subscribe(
         self,

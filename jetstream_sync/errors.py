@@ -34,6 +34,7 @@ builtins keeps working. Errors translated from nats-py keep it as ``__cause__``.
     ├── MsgAlreadyAckedError
     ├── NotJSMessageError
     ├── RespondError
+    ├── ServiceError (code, description, data): a service's error answer (ADR-32)
     ├── TimeoutError (also the builtin TimeoutError)
     ├── ForkedProcessError (also RuntimeError)
     ├── DeadlockError (also RuntimeError)
@@ -103,6 +104,7 @@ __all__ = [
     "SubscribeError",
     "SubscriptionClosedError",
     "RespondError",
+    "ServiceError",
     "OrderedConsumerResetError",
     "AuthorizationError",
     "PermissionDeniedError",
@@ -328,6 +330,19 @@ class NotJSMessageError(JetStreamError):
 class RespondError(JetStreamError):
     """``msg.respond()`` is not possible: the message has no reply subject,
     or it is a JetStream message (answered with ``ack()`` and friends)."""
+
+
+class ServiceError(JetStreamError):
+    """A service's error answer (ADR-32). Raised in an endpoint's handler,
+    the request is answered with this ``code`` (the
+    ``Nats-Service-Error-Code`` header, an int or a numeric str),
+    ``description`` (``Nats-Service-Error``) and ``data`` as the payload."""
+
+    def __init__(self, code: Any, description: str, data: bytes = b"") -> None:
+        super().__init__(f"{code}:{description}")
+        self.code = code
+        self.description = description
+        self.data = data
 
 
 class TimeoutError(JetStreamError, builtins.TimeoutError):

@@ -1,4 +1,9 @@
-"""Fixtures: a real nats-server on a loopback port, and clients on it."""
+"""Fixtures: a real nats-server on a loopback port, and clients on it.
+
+The servers, clusters and fault helpers are the test kit's that users get
+(jetstream_sync.testing: its plugin's ``nats_server``, ``nats_cluster`` and
+``client`` fixtures); the names below are what this project's tests call them.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +14,13 @@ from typing import Iterator
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync._tools.server import NatsServer
+from jetstream_sync.testing import ClusterFactory, NatsCluster, NatsServer
 
-from .helpers import Cluster, wait_until
+from .helpers import wait_until
+
+# The kit's fixtures, whether or not the installed package registered its entry
+# point (the entry point has this name, so pytest loads the plugin once).
+pytest_plugins = ["jetstream_sync.testing.plugin"]
 
 _names = itertools.count(1)
 
@@ -25,19 +34,15 @@ def server() -> Iterator[NatsServer]:
 
 
 @pytest.fixture
-def private_server() -> Iterator[NatsServer]:
-    """A server of the test's own, free to restart, pause or stop."""
-    srv = NatsServer().start()
-    yield srv
-    srv.cleanup()
+def private_server(nats_server: NatsServer) -> NatsServer:
+    """A server of the test's own, free to restart, pause or stop (the kit's ``nats_server``)."""
+    return nats_server
 
 
 @pytest.fixture
-def fnc(private_server: NatsServer) -> Iterator[jss.Client]:
-    """A client of ``private_server`` that keeps reconnecting (for fault tests)."""
-    client = jss.connect(private_server.url, reconnect_time_wait=0.2, max_reconnect_attempts=-1)
-    yield client
-    client.close()
+def fnc(client: jss.Client) -> jss.Client:
+    """A client of ``private_server`` that keeps reconnecting, for fault tests (the kit's ``client``)."""
+    return client
 
 
 @pytest.fixture
@@ -92,8 +97,6 @@ def cons(stream: jss.Stream) -> jss.Consumer:
 
 
 @pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    """Three routed JetStream servers of the test's own."""
-    c = Cluster().start()
-    yield c
-    c.cleanup()
+def cluster(nats_cluster: ClusterFactory) -> NatsCluster:
+    """Three routed JetStream servers of the test's own (the kit's ``nats_cluster(3)``)."""
+    return nats_cluster(3)

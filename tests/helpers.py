@@ -6,19 +6,8 @@ import asyncio
 import time
 import sys
 import threading
-from typing import Callable
 
-
-def wait_until(predicate: Callable[[], object], timeout: float = 5.0, interval: float = 0.01) -> object:
-    """Poll ``predicate`` until it is truthy; fail the test after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(interval)
+from jetstream_sync.testing import wait_until
 
 
 def left_for_ack_wait(cons, handed, total: int, timeout: float = 2.0) -> int:
@@ -199,38 +188,6 @@ class BlockedNext:
         return self
 
 
-class Cluster:
-    """Three JetStream servers routed together on loopback ports."""
-
-    def __init__(self, size: int = 3):
-        from jetstream_sync._tools.server import NatsServer, free_port
-
-        ports = [free_port() for _ in range(size)]
-        routes = ",".join(f"nats://127.0.0.1:{p}" for p in ports)
-        self.servers = [
-            NatsServer(
-                args=["--cluster_name", "jss", "--cluster", f"nats://127.0.0.1:{p}", "--routes", routes, "-n", f"n{i}"]
-            )
-            for i, p in enumerate(ports)
-        ]
-
-    def start(self) -> "Cluster":
-        # /healthz of each needs the others: launch all, then wait.
-        for s in self.servers:
-            s.launch()
-        for s in self.servers:
-            s.wait_ready(timeout=30)
-        return self
-
-    @property
-    def urls(self):
-        return [s.url for s in self.servers]
-
-    def cleanup(self) -> None:
-        for s in self.servers:
-            s.cleanup()
-
-
 class Bounded:
     """Run ``fn()`` on a daemon thread; ``join()`` reports how it ended.
 
@@ -358,7 +315,7 @@ def config_server(tmp_path, name, body):
     ``{store}`` filled in). JetStream comes from the config's ``jetstream``
     block (the server refuses -sd next to a config store_dir), so NatsServer's
     own -js/-sd flags are off; its -a/-p name the config's address."""
-    from jetstream_sync._tools.server import NatsServer, free_port
+    from jetstream_sync.testing import NatsServer, free_port
 
     port = free_port()
     store = tmp_path / f"{name}-store"

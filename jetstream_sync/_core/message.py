@@ -301,6 +301,15 @@ def pin_id(msg: Msg) -> str:
     return raw[start : end if end >= 0 else None].decode(errors="replace").strip()
 
 
+def status_code(msg: Msg) -> str:
+    """The status of a status message (``NATS/1.0 503`` -> "503"), "" for
+    any other message: a status carries headers only, no payload."""
+    raw = msg._hdr_raw
+    if not raw or msg.data or not raw.startswith(b"NATS/1.0 "):
+        return ""
+    return raw[9:12].decode(errors="replace")
+
+
 def reply_bytes(msg: Msg) -> bytes:
     """The reply (ack) subject as received, for the engine's NAKs and +WPIs."""
     return msg._reply

@@ -1,1 +1,1 @@
-"""The demo, the benchmark CLI and the embedded nats-server helper (layer 7)."""
+"""The demo and the benchmark CLI (layer 7); their embedded nats-server is the test kit's."""

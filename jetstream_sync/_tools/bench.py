@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, List, Optional
 import jetstream_sync as jss
 
 from .demo import Progress
-from .server import NatsServer
+from ..testing.server import NatsServer
 
 
 class _Tally:

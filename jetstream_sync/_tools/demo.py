@@ -11,7 +11,7 @@ import time
 from typing import List, Optional, TextIO
 
 import jetstream_sync as jss
-from jetstream_sync._tools.server import NatsServer
+from ..testing.server import NatsServer
 
 
 class Progress:

@@ -9,8 +9,12 @@ where arguments are checked (DESIGN.md section 3). Pure functions, no I/O.
 - ``connect``: connect options and server URLs;
 - ``subscribe``: the nats-py-style subscribe workflow's arguments;
 - ``worker``: the worker runner's own arguments (client, signals);
-- ``spark``: the Spark data source's option strings (imported as
-  ``options.spark``, not re-exported here).
+- ``services``: the service API's names, versions, subjects and errors
+  (ADR-32), and ``request_many``'s bounds;
+- ``spark``: the Spark data source's options, each role's known set
+  (imported as ``options.spark``, not re-exported here);
+- ``connection``: connection settings given as option strings, the one
+  parser for the Spark source and helpers (``options.connection``).
 
 Bad input raises ``errors.InvalidOptionError`` (a ``ValueError``) naming the
 argument and the value. Durations are seconds here, nanoseconds on the wire.
@@ -129,10 +133,38 @@ from .pull import (
 from .config import build_config, consumer_kind, consumer_names, opt_start_time, ordered_start, validate_name
 from .connect import callback, check_servers, known_options, redact_url
 from .subscribe import bind_config, bind_name, consumer_name, new_queue_consumer, ordered_own, ordered_subscribe, pull_config, push_subscribe
-from .worker import signal_numbers, worker_client
+from .worker import service_list, signal_numbers, worker_client
 from .publish import MAX_BATCH, batch_item, batch_items, publish_headers
+from .services import (
+    DEFAULT_MAX_WAIT,
+    DEFAULT_QUEUE_GROUP,
+    DEFAULT_SERVICE_WORKERS,
+    RequestManyOptions,
+    ServiceOptions,
+    endpoint_name,
+    endpoint_subject,
+    group_prefix,
+    queue_group,
+    request_many_options,
+    service_error,
+    service_metadata,
+    service_options,
+)
 
 __all__ = [
+    "DEFAULT_MAX_WAIT",
+    "DEFAULT_QUEUE_GROUP",
+    "DEFAULT_SERVICE_WORKERS",
+    "RequestManyOptions",
+    "ServiceOptions",
+    "endpoint_name",
+    "endpoint_subject",
+    "group_prefix",
+    "queue_group",
+    "request_many_options",
+    "service_error",
+    "service_metadata",
+    "service_options",
     "aware_datetime",
     "at_least",
     "config_type",
@@ -170,6 +202,7 @@ __all__ = [
     "batch_items",
     "publish_headers",
     "signal_numbers",
+    "service_list",
     "worker_client",
     "bind_config",
     "bind_name",

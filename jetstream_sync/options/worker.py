@@ -29,3 +29,12 @@ def signal_numbers(signals: Iterable[Any]) -> List[int]:
         if not isinstance(sig, int):
             raise errors.InvalidOptionError(f"signals must be signal numbers, got {sig!r}")
     return listed
+
+
+def service_list(made: Any, service_cls: type) -> List[Any]:
+    """What a service factory returned: one ``service_cls`` or a non-empty
+    list or tuple of them, as a list."""
+    found = [made] if isinstance(made, service_cls) else list(made) if isinstance(made, (list, tuple)) else []
+    if not found or not all(isinstance(s, service_cls) for s in found):
+        raise errors.InvalidOptionError(f"the service factory must return a Service or a list of them, got {made!r}")
+    return found

@@ -35,8 +35,15 @@ __all__ = [
 ]
 
 
+# A session setting that says this session has the source registered: Spark
+# warns when a registration replaces another, and a setting, like the
+# registrations, belongs to one session (cloneSession copies both, newSession neither).
+REGISTERED_SETTING = "jetstream_sync.spark.registered"
+
+
 def register(spark) -> None:  # type: ignore[no-untyped-def]
-    """Register the ``jetstream`` format on a SparkSession.
+    """Register the ``jetstream`` format on a SparkSession; a second call on
+    the same session does nothing (no Spark warning about a replaced source).
 
     On a ``local[...]`` master, first check that the interpreter Spark starts
     its Python workers with (``PYSPARK_PYTHON``, default ``python3`` on PATH)
@@ -44,10 +51,14 @@ def register(spark) -> None:  # type: ignore[no-untyped-def]
     ``ModuleNotFoundError`` deep in an executor log. Raises ``RuntimeError``
     saying what to set.
     """
+    source = f"{JetStreamDataSource.__module__}.{JetStreamDataSource.__qualname__}"
+    if spark.conf.get(REGISTERED_SETTING, None) == source:
+        return
     problem = worker_python_problem(_worker_python(spark))
     if problem is not None:
         raise RuntimeError(problem)
     spark.dataSource.register(JetStreamDataSource)
+    spark.conf.set(REGISTERED_SETTING, source)
 
 
 def _worker_python(spark) -> Optional[str]:  # type: ignore[no-untyped-def]

@@ -2,9 +2,11 @@
 
 Spark reuses Python workers across tasks, so a connection made by one task
 serves the next. A client is never pickled or captured in a closure: only the
-settings travel, and each process makes its own client from them through
+settings travel (:class:`~jetstream_sync.options.connection.ConnectionSettings`,
+plain strings), and each process makes its own client from them through
 :func:`jetstream_sync.shared_client` (which drops a parent's clients in a
-forked child: they would share its socket).
+forked child: they would share its socket). The SSLContext is made here, in
+the process that connects, from the ``tls.*`` files or PEM texts.
 """
 
 from __future__ import annotations
@@ -12,77 +14,93 @@ from __future__ import annotations
 import functools
 import os
 import ssl
-from typing import Any, Dict, Mapping, Optional, Tuple
+import tempfile
+from typing import Any, Dict, Mapping, Union
 
 import jetstream_sync as jss
 
-__all__ = ["shared_client", "close_all", "connect_options", "connection_settings"]
+from ..options.connection import ConnectionSettings, TlsSettings, connection_settings, is_pem
 
-# Data source option (lower case) -> jetstream_sync.connect() keyword.
-_PASS_THROUGH = {
-    "user": "user",
-    "password": "password",
-    "token": "token",
-    "creds": "user_credentials",
-    "nkey": "nkeys_seed",
-    "name": "name",
-}
+__all__ = ["shared_client", "close_all", "connect_options", "Connection"]
+
+# What the helpers take as connection settings: a servers string, a mapping of
+# the data source's connection options, or settings already parsed.
+Connection = Union[str, Mapping[str, str], ConnectionSettings]
 
 
-_CONNECTION_KEYS = {"servers", *_PASS_THROUGH}
-
-
-def connection_settings(options: Mapping[str, str]) -> Tuple[Tuple[str, str], ...]:
-    """The connection options among data-source options (lower-cased keys),
-    as a picklable, hashable tuple to ship to executors."""
-    return tuple(sorted((k, v) for k, v in options.items() if k in _CONNECTION_KEYS or k.startswith("tls.")))
-
-
-def connect_options(options: Mapping[str, str]) -> Dict[str, Any]:
-    """connect() keywords from data-source style options (string values,
-    case-insensitive keys): ``servers``, ``user``, ``password``, ``token``,
-    ``creds`` (credentials file), ``nkey`` (seed file), ``tls.ca``,
-    ``tls.cert``, ``tls.key``, ``name``."""
-    opts = {k.lower(): v for k, v in options.items()}
-    servers = opts.get("servers") or "nats://127.0.0.1:4222"
-    out: Dict[str, Any] = {"servers": [s.strip() for s in servers.split(",") if s.strip()]}
-    for key, kw in _PASS_THROUGH.items():
-        if opts.get(key):
-            out[kw] = opts[key]
-    tls = {k: opts[f"tls.{k}"] for k in ("ca", "cert", "key") if opts.get(f"tls.{k}")}
-    if tls:
-        out["tls"] = tuple(sorted(tls.items()))  # made into an SSLContext in the process that connects
+def connect_options(connection: Connection) -> Dict[str, Any]:
+    """``jetstream_sync.connect()`` keywords, ``servers`` included, from the
+    data source's connection options: ``servers`` (required), ``user``,
+    ``password``, ``token``, ``creds`` (credentials file), ``nkey`` (seed
+    file or seed), ``name``, ``tls.ca``, ``tls.cert``, ``tls.key`` (each a
+    file path or PEM text), ``tls.keyPassword``. Keys are case-insensitive;
+    ``jss.connect(**connect_options(opts))`` connects as the data source does.
+    """
+    settings = connection_settings(connection)
+    out: Dict[str, Any] = {"servers": list(settings.servers), **settings.connect_options()}
+    if settings.tls is not None:
+        out["tls"] = tls_context(settings.tls)
+    out.setdefault("name", f"jetstream-sync-spark-{os.getpid()}")  # one per process: visible in /connz
+    # Bounded reconnects: a worker must not retry forever after the server is gone.
+    out["max_reconnect_attempts"] = 30
+    out["reconnect_time_wait"] = 1
     return out
 
 
-@functools.cache  # one context per spec: shared clients are keyed by its identity
-def _tls_context(spec: Tuple[Tuple[str, str], ...]) -> ssl.SSLContext:
-    files = dict(spec)
-    ctx = ssl.create_default_context(cafile=files.get("ca"))
-    if files.get("cert"):
-        ctx.load_cert_chain(files["cert"], files.get("key"))
+@functools.cache  # one context per settings: shared clients are keyed by its identity
+def tls_context(tls: TlsSettings) -> ssl.SSLContext:
+    """An SSLContext that trusts ``tls.ca`` (else the system's CAs) and
+    presents ``tls.cert``/``tls.key`` when given. PEM texts are written to a
+    private temporary directory for ``load_cert_chain`` and removed at once."""
+    ca_pem = tls.ca is not None and is_pem(tls.ca)
+    try:
+        ctx = ssl.create_default_context(cafile=None if ca_pem else tls.ca, cadata=tls.ca if ca_pem else None)
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise jss.InvalidOptionError(
+            f"option 'tls.ca': the CA certificates could not be loaded ({_why(exc)})"
+        ) from None
+    if tls.cert is None:
+        return ctx
+    with tempfile.TemporaryDirectory(prefix="jss-tls-") as private:  # mode 0700
+        cert, key = (_as_file(private, part, text) for part, text in (("cert", tls.cert), ("key", tls.key)))
+        try:
+            ctx.load_cert_chain(cert, key, password=tls.key_password)
+        except (ssl.SSLError, OSError, ValueError) as exc:
+            raise jss.InvalidOptionError(
+                f"options 'tls.cert'/'tls.key': the client certificate and key could not be loaded ({_why(exc)})"
+            ) from None
     return ctx
 
 
-def shared_client(options: Optional[Mapping[str, Any]] = None, **connect_kwargs: Any) -> jss.Client:
+def _as_file(directory: str, part: str, text: Any) -> Any:
+    """A path for ``text``: itself, or a file holding it when it is PEM text."""
+    if text is None or not is_pem(text):
+        return text
+    path = os.path.join(directory, f"{part}.pem")
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+        f.write(text)
+    return path
+
+
+def _why(exc: BaseException) -> str:
+    """What went wrong, without the value (a PEM key must not reach a message)."""
+    if isinstance(exc, ssl.SSLError):
+        return str(exc.reason or exc.__class__.__name__)
+    if isinstance(exc, OSError):
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else str(exc.strerror)
+    return exc.__class__.__name__
+
+
+def shared_client(connection: Connection) -> jss.Client:
     """This process's client for these settings, connecting on first use.
 
-    ``options`` are data-source style string options (see
-    :func:`connect_options`); keywords go to :func:`jetstream_sync.connect`
-    as they are. One client per process and settings, as
-    :func:`jetstream_sync.shared_client` keeps them: a closed client, or one
-    inherited over fork(), is replaced.
+    ``connection``: a servers string, a mapping of the data source's
+    connection options (see :func:`connect_options`), or parsed settings.
+    One client per process and settings, as :func:`jetstream_sync.shared_client`
+    keeps them: a closed client, or one inherited over fork(), is replaced.
     """
-    settings = connect_options(options) if options is not None else {}
-    settings.update(connect_kwargs)
-    servers = settings.pop("servers", "nats://127.0.0.1:4222")
-    settings.setdefault("name", f"jetstream-sync-spark-{os.getpid()}")  # one per process: visible in /connz
-    if isinstance(settings.get("tls"), tuple):
-        settings["tls"] = _tls_context(settings["tls"])
-    # Bounded reconnects: a worker must not retry forever after the server is gone.
-    settings.setdefault("max_reconnect_attempts", 30)
-    settings.setdefault("reconnect_time_wait", 1)
-    return jss.shared_client(servers, **settings)
+    kwargs = connect_options(connection)
+    return jss.shared_client(kwargs.pop("servers"), **kwargs)
 
 
 def close_all(timeout: float = 5.0) -> None:

@@ -3,68 +3,21 @@ executor side that turns a range into rows. No pyspark imports here."""
 
 from __future__ import annotations
 
-import datetime
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import jetstream_sync as jss
 
-from ..options import duration_text
-from ..options.spark import parse_offset, source_stream, text_count, text_flag
-from ._clients import connection_settings, shared_client
+from ..options.connection import ConnectionSettings
+from ..options.spark import Offset, ReadOptions
+from ._clients import shared_client
 
 _log = logging.getLogger(__name__)
 
 class DataLossError(jss.JetStreamError):
     """Messages the query still needed were removed from the stream (purge, limits)."""
-
-
-@dataclass(frozen=True)
-class ReadOptions:
-    """The reader's options, parsed and validated (keys are case-insensitive)."""
-
-    stream: str
-    subjects: Tuple[str, ...]
-    starting: str
-    ending: str
-    starting_time: Optional[str]
-    min_partitions: Optional[int]
-    fail_on_data_loss: bool
-    include_headers: bool
-    max_offsets_per_trigger: Optional[int]
-    fetch_batch: int
-    fetch_timeout: float
-    settings: Tuple[Tuple[str, str], ...]  # connection options, as given
-
-    @classmethod
-    def parse(cls, options: Mapping[str, str], streaming: bool) -> "ReadOptions":
-        o = {k.lower(): v for k, v in options.items()}
-        stream = source_stream(o)
-        subjects = tuple(s.strip() for s in o.get("subjects", "").split(",") if s.strip())
-        timeout = duration_text("fetchTimeout", o.get("fetchtimeout"), 10.0)
-        opts = cls(
-            stream=stream,
-            subjects=subjects,
-            starting=o.get("startingoffsets", "latest" if streaming else "earliest"),
-            ending=o.get("endingoffsets", "latest"),
-            starting_time=o.get("startingtime"),
-            min_partitions=text_count("minPartitions", o.get("minpartitions"), None),
-            fail_on_data_loss=text_flag(o.get("failondataloss"), True),
-            include_headers=text_flag(o.get("includeheaders"), True),
-            max_offsets_per_trigger=text_count("maxOffsetsPerTrigger", o.get("maxoffsetspertrigger"), None),
-            fetch_batch=text_count("fetchBatch", o.get("fetchbatch"), 1000) or 1000,
-            fetch_timeout=timeout,
-            settings=connection_settings(o),
-        )
-        for spec in (opts.starting, opts.ending):
-            parse_offset(spec, stream)  # fail early on a malformed offset
-        return opts
-
-    @property
-    def connection(self) -> Dict[str, str]:
-        return dict(self.settings)
 
 
 def bounds(js: jss.JetStream, stream: str) -> Tuple[int, int]:
@@ -74,26 +27,18 @@ def bounds(js: jss.JetStream, stream: str) -> Tuple[int, int]:
     return (state.first_seq if state.messages else nxt), nxt
 
 
-def resolve(js: jss.JetStream, opts: ReadOptions, spec: str) -> int:
+def resolve(js: jss.JetStream, opts: ReadOptions, offset: Offset) -> int:
     """The sequence an offset option stands for, now."""
-    seq = parse_offset(spec, opts.stream)
-    if seq is not None:
-        return seq
+    if isinstance(offset, int):
+        return offset
     first, nxt = bounds(js, opts.stream)
-    return first if spec.strip().lower() == "earliest" else nxt
+    return first if offset == "earliest" else nxt
 
 
 def seq_at_time(js: jss.JetStream, opts: ReadOptions) -> int:
-    """The first sequence stored at or after ``startingTime`` (ISO 8601, or epoch milliseconds)."""
-    text = opts.starting_time or ""
-    try:
-        when = datetime.datetime.fromtimestamp(int(text) / 1000, datetime.timezone.utc)
-    except ValueError:
-        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=datetime.timezone.utc)
+    """The first sequence stored at or after ``startingTime``."""
     cons = js.create_consumer(
-        opts.stream, deliver_policy="by_start_time", opt_start_time=when, ack_policy="none",
+        opts.stream, deliver_policy="by_start_time", opt_start_time=opts.starting_time, ack_policy="none",
         mem_storage=True, num_replicas=1, inactive_threshold=30.0,
     )
     try:
@@ -129,7 +74,7 @@ class SeqRange:
     include_headers: bool
     batch: int
     timeout: float
-    settings: Tuple[Tuple[str, str], ...]
+    connection: ConnectionSettings
 
 
 def split(opts: ReadOptions, start: int, end: int) -> List[SeqRange]:
@@ -140,7 +85,7 @@ def split(opts: ReadOptions, start: int, end: int) -> List[SeqRange]:
     step = total / parts
     edges = [start + round(i * step) for i in range(parts)] + [end if total else start]
     return [
-        SeqRange(opts.stream, a, b, opts.subjects, opts.include_headers, opts.fetch_batch, opts.fetch_timeout, opts.settings)
+        SeqRange(opts.stream, a, b, opts.subjects, opts.include_headers, opts.fetch_batch, opts.fetch_timeout, opts.connection)
         for a, b in zip(edges, edges[1:])
     ]
 
@@ -165,7 +110,7 @@ def read_messages(r: SeqRange) -> Iterator[jss.Msg]:
     elif r.subjects:
         config["filter_subjects"] = list(r.subjects)
     try:
-        client = shared_client(dict(r.settings))
+        client = shared_client(r.connection)
         cons = client.jetstream().create_consumer(r.stream, **config)
     except jss.APIError:
         raise  # the server's answer (no such stream, bad filter …): a retry would not help

@@ -10,8 +10,9 @@ from typing import Any, Callable, Deque, Dict, Iterable, Iterator, Mapping, Opti
 
 import jetstream_sync as jss
 
-from ..options import duration, duration_text
-from ._clients import connection_settings, shared_client
+from ..options import duration, subject as check_subject
+from ..options.connection import connection_settings
+from ._clients import Connection, shared_client
 
 _log = logging.getLogger(__name__)
 
@@ -28,25 +29,6 @@ class PublishCounts:
     def add(self, other: "PublishCounts") -> None:
         self.published += other.published
         self.duplicates += other.duplicates
-
-
-@dataclass(frozen=True)
-class WriteOptions:
-    subject: Optional[str]  # the subject option: overrides a subject column
-    timeout: float
-    msg_id_prefix: Optional[str]
-    settings: Tuple[Tuple[str, str], ...]
-
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> "WriteOptions":
-        o = {k.lower(): v for k, v in options.items()}
-        timeout = duration_text("publishTimeout", o.get("publishtimeout"), 30.0)
-        return cls(
-            subject=o.get("subject") or None,
-            timeout=timeout,
-            msg_id_prefix=o.get("msgidprefix") or None,
-            settings=connection_settings(o),
-        )
 
 
 Fields = Callable[[Any], Tuple[str, Any, Optional[Dict[str, str]], Optional[str]]]
@@ -120,7 +102,7 @@ def publish_rows(
 
 
 def publish_partition(
-    servers: str = "nats://127.0.0.1:4222",
+    connection: Connection,
     *,
     subject: Optional[str] = None,
     subject_col: str = "subject",
@@ -128,19 +110,26 @@ def publish_partition(
     headers_col: str = "headers",
     msg_id_col: str = "msg_id",
     timeout: float = 30.0,
-    **connect_options: Any,
 ) -> Callable[[Iterator[Any]], None]:
     """A function for ``df.foreachPartition`` that publishes each row to
     JetStream and returns only when every PubAck is in (raising, so that Spark
     retries the task, if any publish failed).
 
-    Rows need a ``data`` column (bytes or str) and a ``subject`` column unless
-    ``subject`` is given; ``headers`` (map) and ``msg_id`` (the Nats-Msg-Id,
-    so a retried task adds no duplicates) are used when present. Each Python
-    worker process keeps one connection for all its tasks. ``timeout``:
-    seconds to wait for each PubAck (default 30).
+    ``connection``: the servers (``"nats://a:4222,nats://b:4222"``), or a
+    mapping of the data source's connection options, all strings:
+    ``{"servers": ..., "user": ..., "password": ..., "tls.ca": ...,
+    "tls.cert": ..., "tls.key": ...}`` (TLS as file paths or PEM texts). They
+    are checked here, on the driver; only these strings travel to the
+    executors. Rows need a ``data`` column (bytes or str) and a ``subject``
+    column unless ``subject`` is given; ``headers`` (map) and ``msg_id`` (the
+    Nats-Msg-Id, so a retried task adds no duplicates) are used when present.
+    Each Python worker process keeps one connection for all its tasks.
+    ``timeout``: seconds to wait for each PubAck (default 30).
     """
-    duration("timeout", timeout)  # here, not on the executors
+    settings = connection_settings(connection)  # here, not on the executors
+    duration("timeout", timeout)
+    if subject is not None:
+        check_subject(subject)
 
     def run(rows: Iterator[Any]) -> None:
         rows = iter(rows)
@@ -149,8 +138,7 @@ def publish_partition(
         except StopIteration:
             return
         fields = row_fields(_columns(first), subject, subject_col, data_col, headers_col, msg_id_col)
-        client = shared_client(servers=[s.strip() for s in servers.split(",")], **connect_options)
-        counts = publish_rows(_chain(first, rows), fields, client, timeout)
+        counts = publish_rows(_chain(first, rows), fields, shared_client(settings), timeout)
         _log.info("partition published %d, %d duplicates", counts.published, counts.duplicates)
 
     return run

@@ -35,9 +35,10 @@ from pyspark.sql.types import (
 )
 
 from ..errors import InvalidOptionError
+from ..options.spark import ReadOptions, WriteOptions, check_names
 from ._clients import shared_client
-from ._read import ReadOptions, SeqRange, bounds, check_loss, read_range_arrow, resolve, seq_at_time, split
-from ._write import PublishCounts, WriteOptions, publish_rows, row_fields
+from ._read import SeqRange, bounds, check_loss, read_range_arrow, resolve, seq_at_time, split
+from ._write import PublishCounts, publish_rows, row_fields
 
 __all__ = ["JetStreamDataSource", "SCHEMA"]
 
@@ -76,13 +77,27 @@ SCHEMA = StructType(
 
 
 class JetStreamDataSource(DataSource):
-    """``spark.read.format("jetstream")`` and friends; see docs/guides/pyspark.md."""
+    """``spark.read.format("jetstream")`` and friends; see docs/guides/pyspark.md.
+
+    Options are checked at the first call Spark makes, when it builds this
+    object at ``load()``/``save()``/``start()`` (their names, as far as they
+    tell what they are for); then ``schema()`` at ``load()`` (either kind of
+    read), ``writer()`` at ``save()``, ``reader()``/``streamReader()``/
+    ``streamWriter()`` when the query is planned, each for its own role. A
+    bad option fails with an ``InvalidOptionError`` whose message Spark shows
+    in its ``AnalysisException``.
+    """
+
+    def __init__(self, options: Dict[str, str]) -> None:
+        check_names(options)  # the only call Spark makes at writeStream.start()
+        super().__init__(options)
 
     @classmethod
     def name(cls) -> str:
         return "jetstream"
 
     def schema(self) -> StructType:
+        ReadOptions.parse(self.options, streaming=None)  # at load(): Spark asks only readers for a schema
         return SCHEMA
 
     def reader(self, schema: StructType) -> "BatchReader":
@@ -92,12 +107,14 @@ class JetStreamDataSource(DataSource):
         return StreamReader(ReadOptions.parse(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> "BatchWriter":
+        opts = WriteOptions.parse(self.options, streaming=False)
         _append_only(overwrite, 'mode("overwrite")', 'mode("append")')
-        return BatchWriter(WriteOptions.parse(self.options), schema.fieldNames())
+        return BatchWriter(opts, schema.fieldNames())
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> "StreamWriter":
+        opts = WriteOptions.parse(self.options, streaming=True)
         _append_only(overwrite, 'outputMode("complete")', 'outputMode("append")')
-        return StreamWriter(WriteOptions.parse(self.options), schema.fieldNames())
+        return StreamWriter(opts, schema.fieldNames())
 
 
 def _append_only(overwrite: bool, asked: str, instead: str) -> None:
@@ -216,7 +233,7 @@ class _Writer:
 
     def _write(self, rows: Iterator[Any], msg_id_prefix: Optional[str]) -> PublishedCommit:
         partition = _task()[0]
-        client = shared_client(dict(self.opts.settings))
+        client = shared_client(self.opts.connection)
         fields = row_fields(self.columns, self.opts.subject)
         msg_id = (lambda i: f"{msg_id_prefix}:{partition}:{i}") if msg_id_prefix else None
         counts = publish_rows(rows, fields, client, self.opts.timeout, msg_id)

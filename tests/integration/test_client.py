@@ -20,7 +20,7 @@ import pytest
 
 import jetstream_sync as jss
 
-from jetstream_sync._tools.server import free_port
+from jetstream_sync.testing import free_port
 
 from ..helpers import (
     Bounded,
@@ -52,7 +52,7 @@ def test_import_starts_no_thread_and_no_pyspark():
 
 
 def test_connect_failure_is_prompt():
-    from jetstream_sync._tools.server import free_port
+    from jetstream_sync.testing import free_port
 
     start = time.monotonic()
     with pytest.raises(jss.NoServersError):
@@ -65,7 +65,7 @@ def test_mutual_tls_without_a_client_certificate_says_the_server_requires_one(tm
     pytest.importorskip("cryptography")
     import ssl
 
-    from jetstream_sync._tools.server import NatsServer, free_port
+    from jetstream_sync.testing import NatsServer, free_port
 
     files = make_tls_files(tmp_path, key_password=b"key-secret")
     port = free_port()

@@ -36,6 +36,7 @@ EXPECTED = {
     "kv.py": "create: the lock is taken",
     "object_store.py": "get: 300000 bytes, same=True",
     "pyspark_read.py": "spark read 100 messages: {'ex.spark.eu': 50, 'ex.spark.us': 50}",
+    "service.py": "service calc: 3 requests, 1 error, last error '400:division by zero'",
     "prometheus_exporter.py": 'jetstream_consume_total{context="billing",counter="delivered"} 100.0',
 }
 # run differently, below

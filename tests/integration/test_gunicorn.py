@@ -21,7 +21,7 @@ from typing import IO, Dict, Iterator, List, Tuple
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync._tools.server import free_port
+from jetstream_sync.testing import free_port
 
 from ..helpers import wait_until
 

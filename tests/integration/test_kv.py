@@ -15,7 +15,7 @@ from collections import defaultdict
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync._tools.server import NatsServer
+from jetstream_sync.testing import NatsServer
 
 from ..helpers import Bounded, marker_then_updates, wait_blocked, wait_until
 

@@ -94,7 +94,7 @@ def test_a_failed_first_connect_logs_nothing_and_raises_why(caplog):
 
 
 def test_retry_on_failed_connect_logs_the_connect_when_it_comes(caplog):
-    from jetstream_sync._tools.server import NatsServer
+    from jetstream_sync.testing import NatsServer
 
     srv = NatsServer()  # its port is chosen; it starts once the client has failed once
     caplog.set_level(logging.INFO, logger="jetstream_sync")

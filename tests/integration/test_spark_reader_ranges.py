@@ -10,6 +10,7 @@ from typing import Iterator, List, Optional, Tuple
 import pytest
 
 import jetstream_sync as jss
+from jetstream_sync.options.connection import ConnectionSettings
 from jetstream_sync.spark import _read
 from jetstream_sync.spark._clients import close_all
 from jetstream_sync.spark._read import SeqRange, read_messages
@@ -28,7 +29,7 @@ def _close_shared_clients() -> Iterator[None]:
 
 def seq_range(url: str, stream: str, start: int, end: int, *, subjects: Tuple[str, ...] = (),
               batch: int = 7, timeout: float = LONG) -> SeqRange:
-    return SeqRange(stream, start, end, subjects, True, batch, timeout, (("servers", url),))
+    return SeqRange(stream, start, end, subjects, True, batch, timeout, ConnectionSettings(servers=(url,)))
 
 
 def seqs(r: SeqRange) -> List[int]:

@@ -18,7 +18,7 @@ import pytest
 
 import jetstream_sync as jss
 from jetstream_sync.__main__ import main as cli_main
-from jetstream_sync._tools.server import NatsServer
+from jetstream_sync.testing import NatsServer
 
 from ..helpers import publish, wait_until
 

@@ -34,6 +34,9 @@ PUBLIC = {
         "StorageType", "StoredMsg", "Stream", "StreamConfig", "StreamInfo", "StreamNotFoundError",
         "SubscribeError", "Subscription", "SubscriptionClosedError", "TimeoutError", "Worker", "WorkerStats",
         "close_shared_clients", "connect", "install_signal_handlers", "run_worker", "shared_client",
+        # issue 21: services (ADR-32) and request_many
+        "EndpointInfo", "EndpointStats", "Replies", "Service", "ServiceError", "ServiceGroup", "ServiceInfo",
+        "ServiceRequest", "ServiceStats",
     ],
     "jetstream_sync.errors": [
         "APIError", "AuthorizationError", "BadBucketError", "BadObjectMetaError", "BadRequestError",
@@ -48,7 +51,7 @@ PUBLIC = {
         "ObjectAlreadyExistsError", "ObjectChangedError", "ObjectDeletedError", "ObjectLinkError",
         "ObjectNotFoundError", "ObjectStoreExistsError", "ObjectStoreNotFoundError", "OrderedConsumerError",
         "OrderedConsumerResetError", "PermissionDeniedError", "PinIdMismatchError", "PullStatusError",
-        "RespondError", "SlowConsumerError", "StreamNotFoundError", "SubscribeError",
+        "RespondError", "ServiceError", "SlowConsumerError", "StreamNotFoundError", "SubscribeError",
         "SubscriptionClosedError", "TimeoutError",
     ],
     "jetstream_sync.spark": [

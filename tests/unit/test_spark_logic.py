@@ -5,42 +5,29 @@ import pytest
 pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
 import jetstream_sync as jss  # noqa: E402
+from jetstream_sync.options.connection import ConnectionSettings, connection_settings  # noqa: E402
+from jetstream_sync.options.spark import ReadOptions, WriteOptions  # noqa: E402
 from jetstream_sync.spark._clients import connect_options  # noqa: E402
-from jetstream_sync.spark._read import ReadOptions, ack_numbers, parse_offset, split  # noqa: E402
-from jetstream_sync.spark._write import WriteOptions, publish_partition, row_fields  # noqa: E402
+from jetstream_sync.spark._read import ack_numbers, split  # noqa: E402
+from jetstream_sync.spark._write import publish_partition, row_fields  # noqa: E402
+
+NATS = {"servers": "nats://h:1"}
 
 
 def test_read_options_defaults_and_case():
     o = ReadOptions.parse({"Stream": "S", "Subjects": "a.>, b", "SERVERS": "nats://h:1", "minPartitions": "3"}, False)
     assert (o.stream, o.subjects, o.starting, o.ending, o.min_partitions) == ("S", ("a.>", "b"), "earliest", "latest", 3)
-    assert o.connection == {"servers": "nats://h:1"}
-    assert ReadOptions.parse({"stream": "S"}, True).starting == "latest"
-
-
-@pytest.mark.parametrize(
-    "options",
-    [{}, {"stream": "S", "minPartitions": "0"}, {"stream": "S", "failOnDataLoss": "maybe"},
-     {"stream": "S", "startingOffsets": "soon"}, {"stream": "S", "endingOffsets": '{"seq": 0}'},
-     {"stream": "S", "startingOffsets": '{"stream": "OTHER", "seq": 3}'}, {"stream": "S", "fetchTimeout": "x"}],
-)
-def test_bad_read_options(options):
-    with pytest.raises(jss.InvalidOptionError):
-        ReadOptions.parse(options, False)
-
-
-def test_offsets():
-    assert parse_offset("earliest", "S") is None and parse_offset("LATEST", "S") is None
-    assert parse_offset('{"stream": "S", "seq": 42}', "S") == 42
-    assert parse_offset('{"seq": 7}', "S") == 7 and parse_offset("9", "S") == 9
+    assert o.connection == ConnectionSettings(servers=("nats://h:1",))
+    assert ReadOptions.parse({"stream": "S", **NATS}, True).starting == "latest"
 
 
 def test_split_even_and_exact():
-    o = ReadOptions.parse({"stream": "S", "minPartitions": "4"}, False)
+    o = ReadOptions.parse({"stream": "S", "minPartitions": "4", **NATS}, False)
     ranges = split(o, 1, 100_001)
     assert [(r.start, r.end) for r in ranges] == [(1, 25001), (25001, 50001), (50001, 75001), (75001, 100001)]
     assert [(r.start, r.end) for r in split(o, 5, 7)] == [(5, 6), (6, 7)]  # never more parts than sequences
     assert [(r.start, r.end) for r in split(o, 9, 9)] == [(9, 9)]
-    default = ReadOptions.parse({"stream": "S"}, False)
+    default = ReadOptions.parse({"stream": "S", **NATS}, False)
     assert len(split(default, 1, 250_001)) == 3
 
 
@@ -50,8 +37,11 @@ def test_ack_numbers_v1_and_v2():
 
 
 def test_connect_options():
-    opts = connect_options({"servers": "nats://a:1, nats://b:2", "creds": "/x.creds", "tls.ca": "/ca.pem", "other": "1"})
-    assert opts == {"servers": ["nats://a:1", "nats://b:2"], "user_credentials": "/x.creds", "tls": (("ca", "/ca.pem"),)}
+    opts = connect_options({"servers": "nats://a:1, nats://b:2", "creds": "/x.creds", "Name": "n"})
+    assert opts == {"servers": ["nats://a:1", "nats://b:2"], "user_credentials": "/x.creds", "name": "n",
+                    "max_reconnect_attempts": 30, "reconnect_time_wait": 1}  # fmt: skip
+    with pytest.raises(jss.InvalidOptionError, match="did you mean 'tls.ca'"):
+        connect_options({"servers": "nats://a:1", "tls.cafile": "/ca.pem"})
 
 
 def test_row_fields():
@@ -63,7 +53,7 @@ def test_row_fields():
         row_fields(["subject"], None)
     with pytest.raises(jss.InvalidOptionError):
         row_fields(["data"], None)
-    assert WriteOptions.parse({"Subject": "s", "publishTimeout": "5"}).timeout == 5.0
+    assert WriteOptions.parse({"Subject": "s", "publishTimeout": "5", **NATS}, False).timeout == 5.0
 
 
 def test_worker_python_check_names_the_fix(tmp_path):
@@ -103,8 +93,38 @@ def test_worker_python_check_sees_through_a_venv_symlink():
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan"])
 def test_spark_timeouts_must_be_finite_when_the_options_are_read(value):
     with pytest.raises(jss.InvalidOptionError, match="fetchTimeout"):
-        ReadOptions.parse({"stream": "S", "fetchTimeout": value}, False)
+        ReadOptions.parse({"stream": "S", "fetchTimeout": value, **NATS}, False)
     with pytest.raises(jss.InvalidOptionError, match="publishTimeout"):
-        WriteOptions.parse({"publishTimeout": value})
+        WriteOptions.parse({"publishTimeout": value, **NATS}, False)
     with pytest.raises(jss.InvalidOptionError, match="timeout"):
-        publish_partition(subject="s", timeout=float(value))  # on the driver, not in each task
+        publish_partition("nats://h:1", subject="s", timeout=float(value))  # on the driver, not in each task
+
+
+def test_tls_context_from_files_and_from_pem_texts(tmp_path):
+    pytest.importorskip("cryptography")
+    import ssl
+
+    from jetstream_sync.spark._clients import tls_context
+
+    from ..helpers import make_tls_files
+
+    files = make_tls_files(tmp_path, key_password=b"kp-SECRET")
+    pem = {k: open(v).read() for k, v in files.items()}
+    by_path = connect_options({"servers": "tls://127.0.0.1:1", "tls.ca": files["ca"], "tls.cert": files["client"],
+                               "tls.key": files["client_key"], "tls.keyPassword": "kp-SECRET"})  # fmt: skip
+    by_text = connect_options({"servers": "tls://127.0.0.1:1", "tls.ca": pem["ca"], "tls.cert": pem["client"],
+                               "tls.key": pem["client_key"], "tls.keyPassword": "kp-SECRET"})  # fmt: skip
+    for opts in (by_path, by_text):
+        assert isinstance(opts["tls"], ssl.SSLContext) and opts["tls"].verify_mode == ssl.CERT_REQUIRED
+        assert len(opts["tls"].get_ca_certs()) >= 1
+    # The same settings give the same context (shared clients are keyed by it).
+    assert connect_options({"servers": "tls://127.0.0.1:1", "tls.ca": pem["ca"]})["tls"] is connect_options(
+        {"SERVERS": "tls://127.0.0.1:1", "TLS.CA": pem["ca"]})["tls"]  # fmt: skip
+    assert not list(tmp_path.glob("jss-tls-*"))
+
+    with pytest.raises(jss.InvalidOptionError, match="'tls.cert'/'tls.key'") as wrong:
+        connect_options({"servers": "tls://h:1", "tls.cert": pem["client"], "tls.key": pem["client_key"], "tls.keyPassword": "nope"})
+    with pytest.raises(jss.InvalidOptionError, match="'tls.ca'.*No such file") as missing:
+        tls_context(connection_settings({"servers": "h:1", "tls.ca": str(tmp_path / "none.pem")}).tls)
+    for e in (wrong, missing):
+        assert "PRIVATE KEY" not in str(e.value) and "nope" not in str(e.value) and "kp-SECRET" not in str(e.value)

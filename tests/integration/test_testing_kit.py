@@ -1,0 +1,95 @@
+"""The test kit (jetstream_sync.testing) against real servers: its fault
+helpers do what they say, its fixtures start and stop what they say, and the
+user-project example of docs/testing.md passes with the plugin alone."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import jetstream_sync as jss
+from jetstream_sync.testing import wait_for_ack_floor
+
+from ..helpers import publish, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_paused_server_answers_nothing_until_it_resumes(nats_server, client):
+    js = client.jetstream(timeout=0.5)
+    js.account_info()
+    with nats_server.paused():
+        with pytest.raises(jss.TimeoutError):
+            js.account_info()
+    assert client.jetstream(timeout=10).account_info() is not None
+
+
+def test_a_killed_and_restarted_server_keeps_its_jetstream_store(nats_server, client):
+    js = client.jetstream(timeout=1)
+    js.create_stream(name="KEPT", subjects=["kept.>"])
+    publish(js, "kept.x", 3)
+    nats_server.kill()
+    assert not nats_server.running
+    nats_server.start()
+    info = wait_until(lambda: _stream_info(js, "KEPT"), timeout=20)
+    assert info.state.messages == 3
+
+
+def _stream_info(js, name):
+    try:
+        return js.stream_info(name)
+    except (jss.TimeoutError, jss.ConnectionClosedError, jss.NoRespondersError):
+        return None  # still reconnecting
+
+
+def test_a_cluster_of_three_forms_and_elects_a_meta_leader(nats_cluster):
+    cluster = nats_cluster(3)
+    leader = cluster.wait_for_meta_leader(timeout=30)
+    assert leader in cluster.names
+    assert {s.jsz()["meta_cluster"]["cluster_size"] for s in cluster.servers} == {3}
+    with jss.connect(cluster.urls) as nc:
+        assert nc.is_connected
+
+
+def test_wait_for_ack_floor_sees_a_handler_on_another_thread_ack(client):
+    js = client.jetstream()
+    stream = js.create_stream(name="FLOOR", subjects=["floor.>"])
+    cons = stream.create_consumer(durable_name="c", ack_policy="explicit")
+    last = publish(js, "floor.x", 5)[-1]
+    with pytest.raises(AssertionError, match=r"stream sequence 0, not 5"):
+        wait_for_ack_floor(cons, last, timeout=0.2)
+    handling = cons.consume(lambda msg: msg.ack())
+    try:
+        assert wait_for_ack_floor(cons, last, timeout=10).ack_floor.stream_seq == 5
+    finally:
+        handling.stop()
+
+
+def test_the_fixtures_stop_their_servers_after_the_test(tmp_path):
+    """A user project of the docs' example plus a test noting its servers'
+    pids, run by pytest with the kit's plugin and nothing of this project's."""
+    for name in ("totals.py", "test_totals.py"):
+        shutil.copy(ROOT / "examples" / "testing" / name, tmp_path / name)
+    (tmp_path / "test_pids.py").write_text(
+        "def test_note_pids(nats_server, nats_cluster, client, tmp_path_factory):\n"
+        "    pids = [nats_server.pid] + [s.pid for s in nats_cluster(2).servers]\n"
+        "    with open('pids', 'w') as f:\n"
+        "        f.write(' '.join(map(str, pids)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "jetstream_sync.testing.plugin", "-p", "no:cacheprovider"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "3 passed" in run.stdout
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    assert len(pids) == 3
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
