@@ -113,6 +113,11 @@ def test_keys_another_client_stored_raise_a_codec_error(js):
     with pytest.raises(jss.KeyValueCodecError) as err:
         js.key_value("MIXED", value_codec=codecs.Base64Codec()).get("x")
     assert err.value.__cause__ is not None
+    kv.put("good key", b"v")
+    with kv.watch_all() as w:  # the bad entry raises; the watch goes on
+        with pytest.raises(jss.KeyValueCodecError):
+            w.next(timeout=5)
+        assert (w.next(timeout=5).key, w.next(timeout=5)) == ("good key", None)
     # An invalid encoded key is refused before sending.
     bad = raw.with_codecs(key_codec=codecs.FuncCodec(lambda k: k + " !", str))
     with pytest.raises(jss.InvalidKeyError, match="encodes to an invalid key"):
