@@ -10,6 +10,7 @@ import pytest
 import jetstream_sync as jss
 from jetstream_sync import codecs
 from jetstream_sync.testing import NatsServer, wait_until
+from jetstream_sync.testing.server import free_port
 
 PUT, DEL, PURGE = jss.KeyValueOp.PUT, jss.KeyValueOp.DEL, jss.KeyValueOp.PURGE
 pytestmark = pytest.mark.timeout(90)
@@ -219,8 +220,6 @@ LEAF_CONF = 'jetstream {{ domain: LEAF }}\nleafnodes {{ remotes = [ {{ url: "nat
 
 def test_a_mirror_of_a_bucket_in_another_domain(tmp_path):
     # nats.go's TestKeyValueMirrorCrossDomains: a leaf node's bucket mirrors the hub's.
-    from jetstream_sync.testing.server import free_port
-
     leaf_port = free_port()
     (tmp_path / "hub.conf").write_text(HUB_CONF.format(leaf=leaf_port))
     (tmp_path / "leaf.conf").write_text(LEAF_CONF.format(leaf=leaf_port))

@@ -65,7 +65,7 @@ def test_path_filters(pattern, stored):
 
 def test_noop_leaves_everything():
     noop = codecs.NoOpCodec()
-    assert noop.encode("a.b") == noop.decode("a.b") == noop.encode_filter("a.>") or True
+    assert noop.encode("a.b") == noop.decode("a.b") == "a.b"
     assert noop.encode(b"x") == b"x" and noop.encode_filter("a.*") == "a.*"
 
 
