@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jetstream_sync as jss  # noqa: E402
-from jetstream_sync._server import NatsServer  # noqa: E402
+from jetstream_sync.testing import NatsServer  # noqa: E402
 
 MODES = ("messages+drain", "consume+drain", "messages+stop", "consume+stop")
 KEYS = ("ack_pending", "nakd", "stuck", "waiting", "after", "lost", "dups")
