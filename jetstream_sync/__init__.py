@@ -84,9 +84,11 @@ from .errors import (
     KeyDeletedError,
     KeyExistsError,
     KeyNotFoundError,
+    KeyValueCodecError,
     KeyValueError,
     KeyWrongLastSequenceError,
 )
+from .kv import codecs  # key and value codecs (ADR-54): codecs.Base64Codec(), codecs.chain(...)
 from .kv.bucket import KeyValue, KeyValueConfig, KeyValueEntry, KeyValueOp, KeyValueStatus, KeyWatcher
 # object store (ADR-20)
 from .errors import (
@@ -211,6 +213,8 @@ __all__ = [
     "KeyExistsError",
     "InvalidBucketNameError",
     "InvalidKeyError",
+    "KeyValueCodecError",
+    "codecs",
     # object store (ADR-20)
     "ObjectStore",
     "ObjectStoreConfig",

@@ -52,7 +52,8 @@ builtins keeps working. Errors translated from nats-py keep it as ``__cause__``.
     │   ├── KeyWrongLastSequenceError (also APIError, 10071)
     │   │   └── KeyExistsError
     │   ├── InvalidBucketNameError   (also InvalidOptionError)
-    │   └── InvalidKeyError          (also InvalidOptionError)
+    │   ├── InvalidKeyError          (also InvalidOptionError)
+    │   └── KeyValueCodecError       (a key or value codec failed; ADR-54)
     │   (object store, ADR-20)
     ├── ObjectStoreExistsError         (APIError 10058)
     ├── ObjectStoreNotFoundError       (a StreamNotFoundError)
@@ -110,6 +111,7 @@ __all__ = [
     "PermissionDeniedError",
     "SlowConsumerError",
     "KeyValueError",
+    "KeyValueCodecError",
     "BucketNotFoundError",
     "BucketExistsError",
     "BadBucketError",
@@ -436,6 +438,13 @@ class InvalidBucketNameError(KeyValueError, InvalidOptionError):
 
 class InvalidKeyError(KeyValueError, InvalidOptionError):
     """A key (or key filter) breaks ADR-8's rules; raised before anything is sent."""
+
+
+class KeyValueCodecError(KeyValueError):
+    """A bucket handle's key or value codec (ADR-54) failed or returned the
+    wrong type: encoding before anything is sent, or decoding what was read
+    (e.g. a key another client stored without the codec). The codec's own
+    exception is the cause."""
 
 
 # Both codes mean "the subject's last sequence is not the expected one".

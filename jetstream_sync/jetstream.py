@@ -413,8 +413,10 @@ class JetStream(JsPublisher):
         plus its fields as keywords (``history=1``, ``ttl=None`` seconds,
         ``max_value_size``, ``max_bytes``, ``replicas=1``, ``storage="file"``,
         ``description``, ``republish``, ``placement``, ``compression=False``,
-        ``limit_marker_ttl=None`` seconds, ``metadata``). Idempotent for the
-        same configuration; BucketExistsError for another one."""
+        ``limit_marker_ttl=None`` seconds, ``metadata``, ``mirror=None``,
+        ``sources=None``: see :class:`KeyValueConfig`). Idempotent for the
+        same configuration; BucketExistsError for another one. The handle
+        has no codecs: ``.with_codecs(key_codec=, value_codec=)`` gives one that has."""
         return kv.upsert_bucket(self._api, bucket, config, fields, "create")
 
     def update_key_value(
@@ -429,9 +431,14 @@ class JetStream(JsPublisher):
         """Update a bucket, or create it when there is none (fields as :meth:`create_key_value`)."""
         return kv.upsert_bucket(self._api, bucket, config, fields, "")
 
-    def key_value(self, bucket: str) -> "KeyValue":
-        """A handle on an existing bucket; BucketNotFoundError, BadBucketError."""
-        return kv.open_bucket(self._api, bucket)
+    def key_value(self, bucket: str, *, key_codec: Any = None, value_codec: Any = None) -> "KeyValue":
+        """A handle on an existing bucket; BucketNotFoundError, BadBucketError.
+        ``key_codec`` / ``value_codec`` (default None: as stored) encode keys
+        and values before they are sent and decode them when read (ADR-54,
+        see :mod:`jetstream_sync.kv.codecs`); checked before anything is sent.
+        On a bucket that mirrors another, reads go to the mirror and writes
+        to the origin bucket."""
+        return kv.open_bucket(self._api, bucket, key_codec, value_codec)
 
     def delete_key_value(self, bucket: str) -> None:
         """Delete a bucket and all its keys; BucketNotFoundError."""

@@ -6,6 +6,11 @@ purges are marker messages (``KV-Operation: DEL`` / ``PURGE``; a purge also
 rolls the key's history up). Watches, keys and history read an
 :class:`OrderedConsumer`, so they survive reconnects and lost consumers.
 
+A handle may carry codecs (ADR-54, ``codecs.py``): keys and values are
+encoded before anything is sent and decoded when read. A handle on a bucket
+that mirrors another reads the origin's keys from the mirror and writes
+them to the origin (as nats.go: a mirror stores the origin's subjects).
+
 Thread safety: a :class:`KeyValue` handle holds no mutable state; any number
 of threads may call any of its methods at once. A :class:`KeyWatcher` may be
 read from several threads (each entry goes to one of them) and stopped from
@@ -14,163 +19,31 @@ any thread.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-import enum
-import threading
-import time
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union, cast
+from typing import Any, Dict, List, Optional, Sequence, Union, cast
 
 from .. import errors, options
 from .._core.jsapi import JsApi
-from ..contexts import MessagesContext
-from .._core.message import Msg
-from ..models import (
-    DeliverPolicy,
-    Placement,
-    RePublish,
-    StorageType,
-    StoreCompression,
-    StreamConfig,
-    StreamInfo,
-)
+from ..models import DeliverPolicy, StreamConfig, StreamInfo
 from .._core.publish import check_line
 from ..ordered import OrderedConsumer
+from .codecs import AS_STORED, Codecs
+from .model import (
+    KV_OPERATION,
+    STREAM_PREFIX,
+    KeyValueConfig,
+    KeyValueEntry,
+    KeyValueOp,
+    KeyValueStatus,
+    operation_of,
+)
+from .watch import KeyWatcher, initial_done
 
-__all__ = ["KeyValue", "KeyValueConfig", "KeyValueEntry", "KeyValueOp", "KeyValueStatus", "KeyWatcher"]
+__all__ = ["KeyValue", "KeyValueConfig", "KeyValueEntry", "KeyValueOp", "KeyValueStatus", "KeyWatcher", "initial_done"]
 
-STREAM_PREFIX = "KV_"
-KV_OPERATION = "KV-Operation"
-MARKER_REASON = "Nats-Marker-Reason"  # server-placed markers (ADR-43/48)
 ROLLUP = "Nats-Rollup"
 MSG_TTL = "Nats-TTL"
 DEFAULT_PURGE_DELETES_OLDER_THAN = 30 * 60.0  # seconds, as nats.go
-
-
-class KeyValueOp(str, enum.Enum):
-    """What an entry records: a value, a delete marker or a purge marker."""
-
-    PUT = "PUT"
-    DEL = "DEL"
-    PURGE = "PURGE"
-
-
-_BY_MARKER_REASON = {"MaxAge": KeyValueOp.PURGE, "Purge": KeyValueOp.PURGE, "Remove": KeyValueOp.DEL}
-
-
-def operation_of(headers: Optional[Dict[str, str]]) -> KeyValueOp:
-    """The operation a stored message stands for (ADR-8 header, or ADR-48 marker reason)."""
-    if not headers:
-        return KeyValueOp.PUT
-    op = headers.get(KV_OPERATION)
-    if op:
-        return KeyValueOp.DEL if op == "DEL" else KeyValueOp.PURGE if op == "PURGE" else KeyValueOp.PUT
-    return _BY_MARKER_REASON.get(headers.get(MARKER_REASON, ""), KeyValueOp.PUT)
-
-
-@dataclasses.dataclass(frozen=True)
-class KeyValueEntry:
-    """One revision of a key. ``created`` is an aware UTC datetime; ``delta``
-    is how many newer messages the watch had still to deliver (0 for the
-    latest; None from get()); ``value`` is b"" for markers and meta-only watches."""
-
-    bucket: str
-    key: str
-    value: bytes
-    revision: int
-    created: Optional[datetime.datetime]
-    operation: KeyValueOp = KeyValueOp.PUT
-    delta: Optional[int] = None
-
-
-@dataclasses.dataclass
-class KeyValueConfig:
-    """A bucket's configuration. Durations are seconds; None means no limit.
-
-    ``history`` (1-64, default 1) values are kept per key; ``ttl`` expires
-    values that old; ``max_value_size`` / ``max_bytes`` cap one value / the
-    bucket in bytes; ``storage`` is "file" (default) or "memory";
-    ``compression`` stores with S2; ``limit_marker_ttl`` (>= 1 s, server
-    2.11+) lets the server place markers when values expire, kept that long,
-    and enables per-key TTLs (``create(ttl=)``, ``purge(ttl=)``).
-    """
-
-    bucket: str
-    description: Optional[str] = None
-    history: int = 1
-    ttl: Optional[float] = None
-    max_value_size: Optional[int] = None
-    max_bytes: Optional[int] = None
-    storage: Union[str, StorageType] = StorageType.FILE
-    replicas: int = 1
-    placement: Optional[Placement] = None
-    republish: Optional[RePublish] = None
-    compression: bool = False
-    limit_marker_ttl: Optional[float] = None
-    metadata: Optional[Dict[str, str]] = None
-
-
-@dataclasses.dataclass(frozen=True)
-class KeyValueStatus:
-    """A bucket's state and configuration, from its stream info."""
-
-    bucket: str
-    stream_info: StreamInfo
-
-    backing_store = "JetStream"
-
-    @property
-    def values(self) -> int:
-        """Messages in the bucket, history and markers included."""
-        return int(self.stream_info.state.messages or 0)
-
-    @property
-    def bytes(self) -> int:
-        return int(self.stream_info.state.bytes or 0)
-
-    @property
-    def history(self) -> int:
-        return int(self.stream_info.config.max_msgs_per_subject or 0)
-
-    @property
-    def ttl(self) -> Optional[float]:
-        """Seconds values live (None: forever)."""
-        return self.stream_info.config.max_age or None
-
-    @property
-    def limit_marker_ttl(self) -> Optional[float]:
-        """Seconds server markers live (None: no markers)."""
-        return self.stream_info.config.subject_delete_marker_ttl or None
-
-    marker_ttl = limit_marker_ttl  # nats-py's name
-
-    @property
-    def is_compressed(self) -> bool:
-        return self.stream_info.config.compression not in (None, StoreCompression.NONE, "none")
-
-    @property
-    def metadata(self) -> Dict[str, str]:
-        return dict(self.stream_info.config.metadata or {})
-
-    @property
-    def config(self) -> KeyValueConfig:
-        c = self.stream_info.config
-        return KeyValueConfig(
-            bucket=self.bucket,
-            description=c.description,
-            history=self.history,
-            ttl=self.ttl,
-            max_value_size=c.max_msg_size if c.max_msg_size and c.max_msg_size > 0 else None,
-            max_bytes=c.max_bytes if c.max_bytes and c.max_bytes > 0 else None,
-            storage=c.storage or StorageType.FILE,
-            replicas=c.num_replicas or 1,
-            # from_response built this module's classes for these
-            placement=cast(Optional[Placement], c.placement),
-            republish=cast(Optional[RePublish], c.republish),
-            compression=self.is_compressed,
-            limit_marker_ttl=self.limit_marker_ttl,
-            metadata=c.metadata,
-        )
 
 
 # -- a bucket --------------------------------------------------------------------
@@ -183,19 +56,34 @@ class KeyValue:
     sequences: they grow across the whole bucket, not per key.
     """
 
-    def __init__(self, js: JsApi, info: StreamInfo) -> None:
+    def __init__(self, js: JsApi, info: StreamInfo, codecs: Codecs = AS_STORED) -> None:
         name = info.config.name or ""
         self._js = js
         self.stream_name = name
         self.bucket = name[len(STREAM_PREFIX) :]
-        self._pre = f"$KV.{self.bucket}."
+        mirror = info.config.mirror
+        #: The bucket this one mirrors (None: not a mirror); its keys are read here, written there.
+        self.mirror_of: Optional[str] = None
+        external = None
+        if mirror is not None and mirror.name:
+            self.mirror_of = mirror.name[len(STREAM_PREFIX) :] if mirror.name.startswith(STREAM_PREFIX) else mirror.name
+            external = mirror.external.api if mirror.external is not None and mirror.external.api else None
+        self._pre = f"$KV.{self.mirror_of or self.bucket}."
         # Through an imported API (api_prefix, as nats.go) writes go through the
-        # same import; a domain's $JS.<domain>.API leaves them as they are.
+        # same import; a domain's $JS.<domain>.API leaves them as they are. A
+        # mirror of another domain's bucket writes through that domain's API.
         api = js.api_prefix
         own_api = api == "$JS.API" or (api.startswith("$JS.") and api.endswith(".API"))
-        self._put_pre = self._pre if own_api else f"{api}.{self._pre}"
+        self._put_pre = f"{external}.{self._pre}" if external else self._pre if own_api else f"{api}.{self._pre}"
         self._direct = bool(info.config.allow_direct)
         self._info = info
+        self._codecs = codecs
+
+    def with_codecs(self, key_codec: Any = None, value_codec: Any = None) -> "KeyValue":
+        """A handle on the same bucket that encodes keys with ``key_codec``
+        and values with ``value_codec`` (see :mod:`jetstream_sync.kv.codecs`;
+        None, the default: as stored). Checked here, nothing is sent."""
+        return KeyValue(self._js, self._info, Codecs.checked(key_codec, value_codec))
 
     def __repr__(self) -> str:
         return f"<KeyValue {self.bucket!r}>"
@@ -229,16 +117,17 @@ class KeyValue:
         if stored.subject != subject:
             other = stored.subject[len(self._pre) :] if stored.subject.startswith(self._pre) else stored.subject
             raise errors.KeyNotFoundError(f"revision {revision} is not of key {key!r} (it is of {other!r})")
-        entry = KeyValueEntry(self.bucket, key, stored.data, stored.seq, stored.time, operation_of(stored.headers))
-        if entry.operation is not KeyValueOp.PUT:
-            raise errors.KeyDeletedError(f"key {key!r} was deleted ({entry.operation.value})", entry, entry.operation)
-        return entry
+        op = operation_of(stored.headers)
+        if op is not KeyValueOp.PUT:
+            entry = KeyValueEntry(self.bucket, key, stored.data, stored.seq, stored.time, op)
+            raise errors.KeyDeletedError(f"key {key!r} was deleted ({op.value})", entry, op)
+        return KeyValueEntry(self.bucket, key, self._codecs.decode_value(stored.data), stored.seq, stored.time, op)
 
     # -- writing ----------------------------------------------------------------
 
     def put(self, key: str, value: Union[bytes, str]) -> int:
         """Store ``value`` under ``key``; returns its revision."""
-        return self._write(key, value, None, None)
+        return self._write(key, self._codecs.encode_value(value), None, None)
 
     def _gone(self, exc: BaseException) -> BaseException:
         """The error for a bucket deleted under this handle (no stream, or
@@ -253,6 +142,7 @@ class KeyValue:
         ``ttl`` (seconds, >= 1) removes the value after that long (needs a
         bucket with ``limit_marker_ttl``)."""
         headers = {MSG_TTL: self._ttl_header("ttl", ttl)} if ttl is not None else None
+        value = self._codecs.encode_value(value)
         try:
             return self._write(key, value, 0, headers)
         except errors.KeyWrongLastSequenceError as exc:
@@ -272,7 +162,7 @@ class KeyValue:
         """Store ``value`` only if ``key``'s latest revision is ``last`` (0:
         only if the key never had one); returns the new revision, raises
         KeyWrongLastSequenceError otherwise."""
-        return self._write(key, value, options.revision("last", last), None)
+        return self._write(key, self._codecs.encode_value(value), options.revision("last", last), None)
 
     def delete(self, key: str, *, last: Optional[int] = None) -> None:
         """Place a delete marker (history is kept); with ``last``, only if
@@ -289,8 +179,17 @@ class KeyValue:
         self._write(key, b"", _optional_revision(last), headers)
 
     def _key(self, key: Any) -> str:
-        """``key`` checked, also that a write of it fits the protocol line
-        (else put refused it as a long subject and get/history asked the server)."""
+        """``key`` encoded and checked, also that a write of it fits the protocol
+        line (else put refused it as a long subject and get/history asked the server)."""
+        if self._codecs.key is not None:
+            if not isinstance(key, str):
+                raise errors.InvalidKeyError(f"key must be a str, got {key!r}")
+            encoded = self._codecs.encode_key(key)
+            try:
+                options.kv_key(encoded)
+            except errors.InvalidKeyError as exc:
+                raise errors.InvalidKeyError(f"key {key!r} encodes to an invalid key: {exc}") from None
+            key = encoded
         options.kv_key(key)
         try:
             check_line(self._js.connection, self._put_pre + key)
@@ -336,6 +235,7 @@ class KeyValue:
         return value
 
     def _write(self, key: str, value: Union[bytes, str], last: Optional[int], headers: Optional[Dict[str, str]]) -> int:
+        """Publish ``value`` (already encoded) under ``key`` (not yet)."""
         subject = self._put_pre + self._key(key)
         self._check_size(key, value, headers)
         try:
@@ -366,13 +266,29 @@ class KeyValue:
         then every change as it happens. ``updates_only``: changes only, no
         marker. ``ignore_deletes`` skips delete/purge markers;
         ``meta_only`` leaves values empty."""
+        return self._watch(self._patterns(keys), self._codecs, include_history=include_history,
+                           ignore_deletes=ignore_deletes, meta_only=meta_only, updates_only=updates_only,
+                           resume_from_revision=resume_from_revision)  # fmt: skip
+
+    def _patterns(self, keys: Any) -> List[str]:
+        """Key patterns encoded with the key codec and checked."""
         filters = [keys] if isinstance(keys, str) else list(keys) if isinstance(keys, (list, tuple)) else None
-        if not filters:
+        if not filters or not all(isinstance(k, str) for k in filters):
             raise errors.InvalidKeyError(f"keys must be a key pattern or a non-empty list of them, got {keys!r}")
+        return [options.kv_key(self._codecs.encode_filter(k), wildcards=True) for k in filters]
+
+    def _watch(
+        self, encoded: List[str], codecs: Codecs, *, include_history: bool = False, ignore_deletes: bool = False,
+        meta_only: bool = False, updates_only: bool = False, resume_from_revision: Optional[int] = None,
+        listing: bool = False,
+    ) -> KeyWatcher:  # fmt: skip
+        """A watch of the stored key patterns ``encoded``, decoding with ``codecs``.
+        A ``listing`` reads until nothing is pending (a count-ended marker
+        would leave out keys rewritten, and so skipped, meanwhile)."""
         options.kv_watch(include_history, ignore_deletes, meta_only, updates_only, resume_from_revision)
         # The server refuses overlapping filters (10138): keep only those no other covers.
         try:
-            patterns = options.disjoint_filters([options.kv_key(k, wildcards=True) for k in filters], "key patterns")
+            patterns = options.disjoint_filters(encoded, "key patterns")
         except errors.InvalidKeyError:
             raise
         except errors.InvalidOptionError as exc:
@@ -390,7 +306,8 @@ class KeyValue:
         except _GONE as exc:
             raise self._gone(exc) from exc
         pending = None if updates_only else int(oc.cached_info.num_pending or 0)
-        return KeyWatcher(self.bucket, self._pre, ctx, pending, ignore_deletes, oc.cached_info.name)
+        first = None if listing else oc.cached_info.name
+        return KeyWatcher(self.bucket, self._pre, ctx, pending, ignore_deletes, first, codecs, meta_only)
 
     def watch_all(self, **opts: Any) -> "KeyWatcher":
         """:meth:`watch` of every key."""
@@ -405,25 +322,23 @@ class KeyValue:
         skips values superseded meanwhile)."""
         if filters is not None and not isinstance(filters, str) and isinstance(filters, (list, tuple)) and not filters:
             return []  # no pattern matches nothing
-        found = {e.key for e in self._initial(">" if filters is None else filters, ignore_deletes=True, meta_only=True)}
+        patterns = [">"] if filters is None else self._patterns(filters)
+        found = {e.key for e in self._initial(patterns, self._codecs, ignore_deletes=True, meta_only=True)}
         return sorted(found)
 
     def history(self, key: str) -> List[KeyValueEntry]:
         """Every kept entry of ``key``, oldest first, markers included;
         KeyNotFoundError when there is none."""
-        entries = self._initial(self._key(key), include_history=True)
+        entries = self._initial([self._key(key)], self._codecs, include_history=True)
         if not entries:
             raise errors.KeyNotFoundError(f"no history for key {key!r} in bucket {self.bucket!r}")
         return entries
 
-    def _initial(self, keys: Union[str, Sequence[str]], **opts: Any) -> List[KeyValueEntry]:
-        """The entries a watch delivers before its marker; each wait is bounded
-        by the JetStream timeout."""
+    def _initial(self, encoded: List[str], codecs: Codecs, **opts: Any) -> List[KeyValueEntry]:
+        """The entries a watch of the stored patterns ``encoded`` delivers
+        before its marker; each wait is bounded by the JetStream timeout."""
         out: List[KeyValueEntry] = []
-        with self.watch(keys, **opts) as watcher:
-            # A listing reads until nothing is pending: a count-ended marker
-            # would leave out keys rewritten (and so skipped) meanwhile.
-            watcher._first_consumer = None
+        with self._watch(encoded, codecs, listing=True, **opts) as watcher:
             while True:
                 entry = watcher.next(timeout=self._js.timeout)
                 if entry is None:
@@ -436,7 +351,7 @@ class KeyValue:
         seconds (default 30 minutes; <= 0, e.g. nats.go's -1: remove all
         markers too; it must be finite). Returns how many keys were cleaned."""
         older_than = options.duration("older_than", older_than, allow_zero=True, allow_negative=True)
-        markers = [e for e in self._initial(">") if e.operation is not KeyValueOp.PUT]
+        markers = [e for e in self._initial([">"], AS_STORED) if e.operation is not KeyValueOp.PUT]  # stored keys
         now = datetime.datetime.now(datetime.timezone.utc)
         for entry in markers:
             young = older_than > 0 and entry.created is not None and (now - entry.created).total_seconds() < older_than
@@ -454,19 +369,6 @@ class KeyValue:
             raise self._gone(exc) from exc
 
 
-def initial_done(msg: Msg, first_consumer: Optional[str], initial: int) -> bool:
-    """Whether ``msg`` ends a watch's initial values: nothing is pending after
-    it (ADR-8), or it is the ``initial``-th delivery of the first server
-    consumer, as nats.go counts. That consumer delivers in stream order, so
-    its Nth message is at or past the last initial one; under steady writes
-    nothing-pending may never come. A consumer made by a reset starts by
-    sequence and also delivers superseded revisions: its count says nothing."""
-    meta = msg.metadata
-    if not meta.num_pending:
-        return True
-    return first_consumer is not None and meta.consumer == first_consumer and meta.sequence.consumer >= initial
-
-
 # A deleted bucket shows as a missing stream, or as nobody answering its subjects.
 _GONE = (errors.StreamNotFoundError, errors.NoRespondersError)
 
@@ -476,109 +378,3 @@ def _optional_revision(value: Any) -> Optional[int]:
     return None if value is None or options.revision("last", value) == 0 else value
 
 
-# -- watching ----------------------------------------------------------------------
-
-
-class KeyWatcher:
-    """The entries of a watch, in revision order: a blocking iterator.
-
-    Yields :class:`KeyValueEntry` items and, once, ``None`` when the initial
-    entries are all out (at once when there were none; never with
-    ``updates_only``). Iteration goes on until :meth:`stop`, which any
-    thread may call and which ends iteration in every thread blocked on it.
-    Leaving ``with kv.watch(...) as w:`` stops it. Several threads may read
-    it; each entry goes to one of them.
-    """
-
-    def __init__(
-        self,
-        bucket: str,
-        pre: str,
-        ctx: MessagesContext,
-        pending: Optional[int],
-        ignore_deletes: bool,
-        first_consumer: Optional[str] = None,
-    ) -> None:
-        self.bucket = bucket
-        self._pre = pre
-        self._ctx = ctx
-        self._ignore_deletes = ignore_deletes
-        self._lock = threading.Lock()  # the marker bookkeeping below, shared by readers
-        self._in_initial = bool(pending)  # initial entries still to come
-        self._marker_due = pending == 0  # none to come: the marker first
-        self._initial = pending or 0
-        self._first_consumer = first_consumer  # the server consumer the initial pending was counted on
-
-    def __repr__(self) -> str:
-        return f"<KeyWatcher {self.bucket!r}>"
-
-    def __iter__(self) -> Iterator[Optional[KeyValueEntry]]:
-        return self
-
-    def __next__(self) -> Optional[KeyValueEntry]:
-        try:
-            return self.next(None)
-        except errors.ConsumerStoppedError:
-            raise StopIteration from None
-
-    def next(self, timeout: Optional[float] = None) -> Optional[KeyValueEntry]:
-        """The next entry (or the ``None`` marker), waiting up to ``timeout``
-        seconds (None: no limit). Raises :class:`TimeoutError` when nothing
-        came (the watcher stays usable) and ConsumerStoppedError once stopped."""
-        t = options.optional_timeout("timeout", timeout)
-        # One deadline for the call: skipped deletes must not restart the wait.
-        deadline = None if t is None else time.monotonic() + t
-        while True:
-            if self._take_marker():
-                return None
-            try:
-                msg = self._ctx.next(None if deadline is None else max(deadline - time.monotonic(), 0.0))
-            except errors.StreamNotFoundError as exc:  # the bucket was deleted under the watch
-                if isinstance(exc, errors.BucketNotFoundError):
-                    raise
-                raise errors.BucketNotFoundError(404, exc.err_code, f"bucket {self.bucket!r} was deleted ({exc})") from exc
-            entry = self._entry(msg)
-            self._count(msg)
-            if entry is not None:
-                return entry  # an ignored entry: the loop sends a marker it made due
-
-    def updates(self, timeout: Optional[float] = 5.0) -> Optional[KeyValueEntry]:
-        """nats-py's name for :meth:`next` (its default timeout, 5 s)."""
-        return self.next(timeout)
-
-    def _take_marker(self) -> bool:
-        with self._lock:
-            due, self._marker_due = self._marker_due, False
-            return due
-
-    def _count(self, msg: Msg) -> None:
-        """Set the marker due after the last initial entry (see initial_done)."""
-        if not self._in_initial or not initial_done(msg, self._first_consumer, self._initial):
-            return  # read without the lock: it only ever turns False
-        with self._lock:
-            if self._in_initial:
-                self._in_initial = False
-                self._marker_due = True
-
-    def _entry(self, msg: Msg) -> Optional[KeyValueEntry]:
-        op = operation_of(msg.headers)
-        if self._ignore_deletes and op is not KeyValueOp.PUT:
-            return None
-        meta = msg.metadata
-        return KeyValueEntry(
-            self.bucket, msg.subject[len(self._pre) :], msg.data, meta.sequence.stream, meta.timestamp, op, meta.num_pending
-        )
-
-    def stop(self) -> None:
-        """End the watch now; idempotent, from any thread."""
-        self._ctx.stop()
-
-    @property
-    def closed(self) -> bool:
-        return self._ctx.closed
-
-    def __enter__(self) -> "KeyWatcher":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()

@@ -8,7 +8,9 @@ from typing import Any, Dict, List, Optional
 
 from .. import errors, options
 from .._core.jsapi import JsApi
-from .bucket import STREAM_PREFIX, KeyValue, KeyValueConfig, KeyValueStatus
+from .bucket import KeyValue
+from .model import STREAM_PREFIX, KeyValueConfig, KeyValueStatus
+from .codecs import Codecs
 from ..models import DiscardPolicy, Placement, RePublish, StoreCompression, StreamConfig, StreamInfo
 
 _MAX_DUPLICATE_WINDOW = 120.0  # seconds; ADR-8: min(ttl, 2 minutes)
@@ -38,18 +40,25 @@ def kv_config(bucket: Any, config: Optional[KeyValueConfig], fields: Dict[str, A
     options.flag("compression", cfg.compression)
     cfg.placement = options.model_or_dict("placement", cfg.placement, Placement)
     cfg.republish = options.model_or_dict("republish", cfg.republish, RePublish)
+    options.kv_mirror_sources(cfg.mirror, cfg.sources)
+    if cfg.mirror is not None:
+        cfg.mirror = options.kv_origin("mirror", cfg.mirror, cfg.bucket)
+    if cfg.sources is not None:
+        cfg.sources = [options.kv_origin(f"sources[{i}]", s, cfg.bucket) for i, s in enumerate(cfg.sources)]
     return cfg
 
 
 def stream_config(cfg: KeyValueConfig) -> StreamConfig:
-    """The stream of a bucket, as ADR-8 lays it out (validated)."""
+    """The stream of a bucket, as ADR-8 lays it out (validated). A mirror
+    has no subjects of its own and answers direct gets for its origin
+    (``mirror_direct``), as nats.go sets it up."""
 
     ttl = cfg.ttl or 0.0
     marker = cfg.limit_marker_ttl
     return options.build_config(StreamConfig, None, dict(
         name=STREAM_PREFIX + cfg.bucket,
         description=cfg.description,
-        subjects=[f"$KV.{cfg.bucket}.>"],
+        subjects=None if cfg.mirror else [f"$KV.{cfg.bucket}.>"],
         max_msgs_per_subject=cfg.history,
         max_msgs=-1,
         max_bytes=cfg.max_bytes or -1,
@@ -69,6 +78,9 @@ def stream_config(cfg: KeyValueConfig) -> StreamConfig:
         allow_msg_ttl=True if marker else None,
         subject_delete_marker_ttl=marker,
         metadata=cfg.metadata,
+        mirror=cfg.mirror,
+        mirror_direct=True if cfg.mirror else None,
+        sources=cfg.sources or None,
     ))  # fmt: skip
 
 
@@ -114,16 +126,17 @@ def _require_api_level(js: JsApi, level: int, what: str) -> None:
         raise errors.InvalidOptionError(f"{what} needs a server with JetStream API level {level} (nats-server 2.11+), this one has {have}")
 
 
-def open_bucket(js: JsApi, bucket: str) -> "KeyValue":
-    """A handle on an existing bucket; BucketNotFoundError / BadBucketError."""
+def open_bucket(js: JsApi, bucket: str, key_codec: Any = None, value_codec: Any = None) -> "KeyValue":
+    """A handle on an existing bucket, with codecs; BucketNotFoundError / BadBucketError."""
     name = STREAM_PREFIX + options.kv_bucket(bucket)
+    with_codecs = Codecs.checked(key_codec, value_codec)
     try:
         info = js.stream_info(name)
     except errors.StreamNotFoundError as exc:
         raise errors.BucketNotFoundError(exc.code, exc.err_code, f"bucket {bucket!r} not found") from exc
     if (info.config.max_msgs_per_subject or 0) < 1:
         raise errors.BadBucketError(f"stream {name!r} is not a key-value bucket (max_msgs_per_subject < 1)")
-    return KeyValue(js, info)
+    return KeyValue(js, info, with_codecs)
 
 
 def delete_bucket(js: JsApi, bucket: str) -> None:

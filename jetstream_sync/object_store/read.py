@@ -21,7 +21,7 @@ from . import model as obj
 from .. import errors, options
 from .._core.jsapi import JsApi
 from .model import ObjectInfo, bucket_errors
-from ..kv.bucket import initial_done
+from ..kv.watch import initial_done
 from ..ordered import OrderedConsumer
 
 _PROBE_AFTER = 2.0  # seconds without a chunk before checking the object is still the one being read

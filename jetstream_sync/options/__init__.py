@@ -46,6 +46,11 @@ from .buckets import (
     read_piece,
     object_watch,
     meta_name,
+    kv_codec,
+    codec_functions,
+    codec_chain,
+    kv_origin,
+    kv_mirror_sources,
 )
 from .checks import (
     aware_datetime,
@@ -186,6 +191,11 @@ __all__ = [
     "read_piece",
     "object_watch",
     "meta_name",
+    "kv_codec",
+    "codec_functions",
+    "codec_chain",
+    "kv_origin",
+    "kv_mirror_sources",
     "pending_limit",
     "any_callable",
     "subjects_sequence",

@@ -8,6 +8,7 @@ import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import errors
+from ..models import ExternalStream, StreamSource, SubjectTransform
 from .checks import (
     MAX_NAME_LEN,
     control_line,
@@ -227,3 +228,86 @@ def meta_name(given: Any, name: str) -> None:
     """An ObjectMeta's name, when set, is the object's name."""
     if given and given != name:
         raise errors.InvalidOptionError(f"meta.name {given!r} differs from the name {name!r}")
+
+
+# Key-value codecs (ADR-54) and a bucket's mirror or sources
+
+
+def kv_codec(name: str, value: Any) -> Any:
+    """None or a codec: an object with callable ``encode`` and ``decode``
+    (and, if it has one, a callable ``encode_filter``)."""
+    if value is None:
+        return None
+    # str and bytes have an encode or decode method, but are no codec
+    missing = ["encode", "decode"] if isinstance(value, (str, bytes)) else [
+        m for m in ("encode", "decode") if not callable(getattr(value, m, None))]
+    if missing or not callable(getattr(value, "encode_filter", callable)):
+        what = f"no callable {' or '.join(missing)}" if missing else "an encode_filter that is not callable"
+        raise errors.InvalidOptionError(
+            f"{name} must be a codec (an object with encode() and decode(), e.g. codecs.Base64Codec()), got {value!r}: {what}"
+        )
+    return value
+
+
+def codec_functions(encode: Any, decode: Any, encode_filter: Any) -> None:
+    """A FuncCodec's functions: callables (``encode_filter`` may be None)."""
+    for name, fn in (("encode", encode), ("decode", decode)):
+        if not callable(fn):
+            raise errors.InvalidOptionError(f"{name} must be callable, got {fn!r}")
+    if encode_filter is not None and not callable(encode_filter):
+        raise errors.InvalidOptionError(f"encode_filter must be callable or None, got {encode_filter!r}")
+
+
+def codec_chain(codecs: Any) -> Tuple[Any, ...]:
+    """The codecs of a chain: one or more, each a codec."""
+    if not codecs:
+        raise errors.InvalidOptionError("chain() needs at least one codec")
+    return tuple(kv_codec(f"codec {i} of the chain", c) for i, c in enumerate(codecs))
+
+
+KV_SUBJECTS = "$KV.{}.>"
+
+
+def kv_origin(name: str, value: Any, bucket: str) -> StreamSource:
+    """A mirror or source of bucket ``bucket`` as the stream source nats.go
+    makes of it: a bucket name, or a StreamSource / dict whose ``name`` is a
+    bucket (``KV_`` added when missing) and whose ``domain`` (dict only)
+    becomes ``external.api`` ``$JS.<domain>.API``. A source without subject
+    transforms maps ``$KV.<origin>.>`` to ``$KV.<bucket>.>`` (unless it is the
+    same bucket in another domain); one with them is used as given."""
+    if isinstance(value, str):
+        value = {"name": value}
+    elif isinstance(value, StreamSource):
+        value = StreamSource.from_response(value.as_dict())  # a copy: the caller's stays as given
+    domain = None
+    if isinstance(value, dict):
+        value = dict(value)
+        domain = value.pop("domain", None)
+        if domain is not None and (not isinstance(domain, str) or not _KV_BUCKET.fullmatch(domain)):
+            raise errors.InvalidOptionError(f"{name}: domain must be a domain name (A-Z, a-z, 0-9, '_', '-'), got {domain!r}")
+        value = StreamSource.from_response(value)
+    if not isinstance(value, StreamSource):
+        raise errors.InvalidOptionError(f"{name} must be a bucket name, a StreamSource or a dict, got {value!r}")
+    if domain is not None:
+        if value.external is not None:
+            raise errors.InvalidOptionError(f"{name}: give domain or external, not both")
+        value.external = ExternalStream(api=f"$JS.{domain}.API")
+    if value.subject_transforms:
+        return value  # full control, e.g. a stream that is not a bucket
+    given = value.name
+    origin = given[3:] if isinstance(given, str) and given.startswith("KV_") else given
+    try:
+        kv_bucket(origin)
+    except errors.InvalidBucketNameError as exc:
+        raise errors.InvalidBucketNameError(f"{name}: {exc}") from None
+    value.name = "KV_" + origin
+    if name.startswith("sources") and (value.external is None or origin != bucket):
+        value.subject_transforms = [SubjectTransform(src=KV_SUBJECTS.format(origin), dest=KV_SUBJECTS.format(bucket))]
+    return value
+
+
+def kv_mirror_sources(mirror: Any, sources: Any) -> None:
+    """A bucket mirrors another or has sources, not both; sources is a list."""
+    exclusive("", "mirror", mirror, "sources", sources or None)
+    if sources is not None and not isinstance(sources, (list, tuple)):
+        raise errors.InvalidOptionError(f"sources must be a list of buckets, got {sources!r}")

@@ -34,6 +34,7 @@ EXPECTED = {
     "threads.py": "4 threads handled 400 messages",
     "fork_shared_client.py": "parent: child exited with 0, stream has 2 messages",
     "kv.py": "create: the lock is taken",
+    "kv_codecs_mirror.py": "origin after a put on the mirror: written through the mirror",
     "object_store.py": "get: 300000 bytes, same=True",
     "pyspark_read.py": "spark read 100 messages: {'ex.spark.eu': 50, 'ex.spark.us': 50}",
     "service.py": "service calc: 3 requests, 1 error, last error '400:division by zero'",

@@ -226,6 +226,6 @@ def test_writes_go_through_an_imported_api_prefix_but_not_a_domain(api, put_pre)
 
     from jetstream_sync.kv.bucket import KeyValue
 
-    info = SimpleNamespace(config=SimpleNamespace(name="KV_B", allow_direct=True))
+    info = SimpleNamespace(config=SimpleNamespace(name="KV_B", allow_direct=True, mirror=None))
     kv = KeyValue(SimpleNamespace(api_prefix=api), info)
     assert (kv._pre, kv._put_pre) == ("$KV.B.", put_pre)

@@ -37,6 +37,11 @@ PUBLIC = {
         # issue 21: services (ADR-32) and request_many
         "EndpointInfo", "EndpointStats", "Replies", "Service", "ServiceError", "ServiceGroup", "ServiceInfo",
         "ServiceRequest", "ServiceStats",
+        # issue 21: KV codecs (ADR-54)
+        "KeyValueCodecError", "codecs",
+    ],
+    "jetstream_sync.kv.codecs": [
+        "Base64Codec", "ChainCodec", "FuncCodec", "NoOpCodec", "PathCodec", "chain",
     ],
     "jetstream_sync.errors": [
         "APIError", "AuthorizationError", "BadBucketError", "BadObjectMetaError", "BadRequestError",
@@ -51,7 +56,7 @@ PUBLIC = {
         "ObjectAlreadyExistsError", "ObjectChangedError", "ObjectDeletedError", "ObjectLinkError",
         "ObjectNotFoundError", "ObjectStoreExistsError", "ObjectStoreNotFoundError", "OrderedConsumerError",
         "OrderedConsumerResetError", "PermissionDeniedError", "PinIdMismatchError", "PullStatusError",
-        "RespondError", "ServiceError", "SlowConsumerError", "StreamNotFoundError", "SubscribeError",
+        "KeyValueCodecError", "RespondError", "ServiceError", "SlowConsumerError", "StreamNotFoundError", "SubscribeError",
         "SubscriptionClosedError", "TimeoutError",
     ],
     "jetstream_sync.spark": [
