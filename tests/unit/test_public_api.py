@@ -37,6 +37,8 @@ PUBLIC = {
         # issue 21: services (ADR-32) and request_many
         "EndpointInfo", "EndpointStats", "Replies", "Service", "ServiceError", "ServiceGroup", "ServiceInfo",
         "ServiceRequest", "ServiceStats",
+        # issue 21: message schedules (ADR-51) and fast-ingest batches (ADR-50)
+        "Schedule", "FastBatch", "FastPubAck", "FeatureNotSupportedError", "FastBatchError", "BatchClosedError",
     ],
     "jetstream_sync.errors": [
         "APIError", "AuthorizationError", "BadBucketError", "BadObjectMetaError", "BadRequestError",
@@ -53,6 +55,7 @@ PUBLIC = {
         "OrderedConsumerResetError", "PermissionDeniedError", "PinIdMismatchError", "PullStatusError",
         "RespondError", "ServiceError", "SlowConsumerError", "StreamNotFoundError", "SubscribeError",
         "SubscriptionClosedError", "TimeoutError",
+        "FeatureNotSupportedError", "FastBatchError", "BatchClosedError",
     ],
     "jetstream_sync.spark": [
         "DataLossError", "JetStreamDataSource", "PartitionIncompleteError", "PublishCounts", "SCHEMA",
