@@ -243,7 +243,7 @@ class JsPublisher:
         ``add()``.
 
         ``flow`` (1 to 65535, default 100) asks for a flow ack every that
-        many messages (the server may ask for fewer); ``add()`` waits once
+        many messages (the server may ask for acks more often); ``add()`` waits once
         ``max_outstanding_acks`` (1 to 3, default 2) are due, at most
         ``ack_timeout`` seconds (default: the context's timeout) per wait.
         ``continue_on_gap=False`` (gap mode "fail") stores messages in order
