@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 
@@ -50,13 +51,14 @@ def test_flow_control_waits_for_the_servers_acks(js, fast, server):
     # A second client sees, in the order the server wrote them, the batch's
     # messages and the flow acks on its control inbox.
     flow, outstanding, n = 5, 2, 60
-    seen = []
+    seen, replies = [], []
     lock = threading.Lock()
 
     def record(msg):
         with lock:
             if msg.subject == "fast.fc":
                 seen.append(("msg", int(msg.data)))
+                replies.append(msg.reply)
             elif b'"type":"ack"' in msg.data:
                 seen.append(("ack", json.loads(msg.data)["seq"]))
 
@@ -78,6 +80,9 @@ def test_flow_control_waits_for_the_servers_acks(js, fast, server):
     assert acks[0] == 0 and len(acks) >= n // flow  # an ack every `flow` messages
     assert batch.flow_acks >= n // flow
     assert all(r.ack_seq <= r.batch_seq for r in results)
+    # The flow asked for stays in every reply subject, whatever the server set since (ADR-50).
+    assert all(f".{flow}.fail.{i}." in reply for i, reply in enumerate(replies, 1))
+    assert replies[0].endswith(".1.0.$FI") and replies[-1].endswith(f".{n + 1}.2.$FI")
 
 
 def test_one_outstanding_ack_per_message_stalls_on_every_message(js, fast):
@@ -216,3 +221,16 @@ def test_a_batch_from_several_threads_one_batch_each(js, fast):
         t.join(30)
     assert not errors and not any(t.is_alive() for t in threads)
     wait_until(lambda: js.stream_info(fast).state.messages == 2000)
+
+
+def test_a_server_that_stops_answering_fails_the_batch_within_ack_timeout(fnc, private_server):
+    js = fnc.jetstream()
+    js.create_stream(name="FASTP", subjects=["fastp.>"], allow_batched=True)
+    batch = js.fast_batch(ack_timeout=1.0)
+    batch.add("fastp.a", b"1")
+    with private_server.paused():
+        started = time.monotonic()
+        with pytest.raises(jss.FastBatchError, match="no answer") as info:
+            batch.commit("fastp.a", b"2")
+        assert time.monotonic() - started < 3.0
+    assert info.value.stored == 0 and batch.closed
