@@ -184,13 +184,14 @@ class FastBatch:
         timeout = self._opts.ack_timeout
         deadline = time.monotonic() + timeout
         self._conn.outbox.kick()
-        with self._cond:
-            while not ready() and self._final is None:
+        while True:
+            with self._cond:
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if ready() or self._final is not None or left <= 0:
                     break
-                if not self._cond.wait(min(left, timeout / 3)) and not ready() and self._final is None:
-                    self._ping()
+                if self._cond.wait(min(left, timeout / 3)):
+                    continue
+            self._ping()  # not holding _cond: the publish may wait for room, and the loop needs _cond to record acks
         if self._final is None and not ready():
             self._finish()
             raise errors.FastBatchError(
@@ -206,7 +207,7 @@ class FastBatch:
             )
 
     def _ping(self) -> None:
-        """Holding _cond: ask the server to resend its last flow ack."""
+        """Ask the server to resend its last flow ack (and report gaps)."""
         if self._first_subject:
             reply = f"{self._reply_prefix}{self._seq}.{_PING}.$FI"
             self._conn.outbox.publish(self._first_subject, b"", reply, None, b"", self._opts.ack_timeout)

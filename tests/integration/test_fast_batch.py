@@ -169,6 +169,12 @@ def test_a_stream_without_allow_batched_refuses_clearly(js):
         js.delete_stream("NOFAST")
 
 
+def test_a_subject_without_a_stream_fails_at_once(js):
+    with pytest.raises(jss.FastBatchError, match="no stream") as info:
+        js.publish_fast_batch([("nowhere.a", b"1"), ("nowhere.a", b"2")], ack_timeout=2.0)
+    assert info.value.stored == 0 and info.value.__cause__.code == 503
+
+
 BAD = [
     (dict(flow=0), "flow"),
     (dict(flow=70000), "flow"),
