@@ -49,8 +49,12 @@ from .errors import (
     SubscribeError,
     SubscriptionClosedError,
     TimeoutError,
+    FeatureNotSupportedError,
+    FastBatchError,
+    BatchClosedError,
 )
 from .jetstream import JetStream
+from ._core.fastbatch import FastBatch
 from ._core.message import Metadata, Msg, SequencePair
 from .models import (
     AccountInfo,
@@ -68,6 +72,8 @@ from .models import (
     StoredMsg,
     StreamConfig,
     StreamInfo,
+    Schedule,
+    FastPubAck,
 )
 from .ordered import OrderedConsumer
 from .push import PushConsumer
@@ -197,6 +203,13 @@ __all__ = [
     "SubscribeError",
     "SubscriptionClosedError",
     "TimeoutError",
+    # message schedules (ADR-51) and fast-ingest batches (ADR-50)
+    "Schedule",
+    "FastBatch",
+    "FastPubAck",
+    "FeatureNotSupportedError",
+    "FastBatchError",
+    "BatchClosedError",
     "KeyValue",
     "KeyValueConfig",
     "KeyValueEntry",

@@ -36,6 +36,9 @@ builtins keeps working. Errors translated from nats-py keep it as ``__cause__``.
     ├── RespondError
     ├── ServiceError (code, description, data): a service's error answer (ADR-32)
     ├── TimeoutError (also the builtin TimeoutError)
+    ├── FeatureNotSupportedError (feature, server_version, needed)
+    ├── FastBatchError (batch_id, stored, last_seq, failed_seq): a fast batch ended early
+    ├── BatchClosedError
     ├── ForkedProcessError (also RuntimeError)
     ├── DeadlockError (also RuntimeError)
     ├── ConsumerStoppedError
@@ -98,6 +101,9 @@ __all__ = [
     "MsgAlreadyAckedError",
     "NotJSMessageError",
     "TimeoutError",
+    "FeatureNotSupportedError",
+    "FastBatchError",
+    "BatchClosedError",
     "ForkedProcessError",
     "DeadlockError",
     "ConsumerStoppedError",
@@ -157,6 +163,9 @@ class ErrorCode(enum.IntEnum):
     MAXIMUM_CONSUMERS_LIMIT = 10026
     MAXIMUM_STREAMS_LIMIT = 10027
     INSUFFICIENT_RESOURCES = 10023
+    MESSAGE_SCHEDULES_DISABLED = 10188
+    BATCH_PUBLISH_DISABLED = 10205
+    BATCH_PUBLISH_ID_UNKNOWN = 10208
 
 
 class JetStreamError(Exception):
@@ -179,6 +188,10 @@ class APIError(JetStreamError):
 
     def __str__(self) -> str:
         return f"{self.description} (code={self.code}, err_code={self.err_code})"
+
+    def with_hint(self, hint: str) -> "APIError":
+        """The same error (same class and codes) with ``hint`` after the description."""
+        return type(self)(self.code, self.err_code, f"{self.description}: {hint}")
 
     @staticmethod
     def from_error(err: Dict[str, Any]) -> "APIError":
@@ -349,6 +362,40 @@ class ServiceError(JetStreamError):
 
 class TimeoutError(JetStreamError, builtins.TimeoutError):
     """An operation did not complete in time. Also the builtin ``TimeoutError``."""
+
+
+class FeatureNotSupportedError(JetStreamError):
+    """The connected server is too old for a feature: ``feature`` names it,
+    ``server_version`` is the server's version string and ``needed`` the
+    first version that has it. Raised before anything is sent."""
+
+    def __init__(self, feature: str, server_version: str, needed: str) -> None:
+        self.feature = feature
+        self.server_version = server_version
+        self.needed = needed
+        super().__init__(f"{feature} needs nats-server {needed} or later; the server is {server_version}")
+
+
+class FastBatchError(JetStreamError):
+    """A fast-ingest batch (ADR-50) ended before its commit. ``stored`` is
+    how many of its messages the stream confirmed stored (in gap mode
+    "fail" those are messages 1 to ``stored``, in order), ``last_seq`` the
+    stream sequence of the last of them when the server said (else None),
+    ``failed_seq`` the batch sequence the server refused (None when the
+    batch timed out) and ``__cause__`` the server's error, if any."""
+
+    def __init__(
+        self, message: str, batch_id: str, stored: int, last_seq: Any = None, failed_seq: Any = None
+    ) -> None:
+        self.batch_id = batch_id
+        self.stored = stored
+        self.last_seq = last_seq
+        self.failed_seq = failed_seq
+        super().__init__(message)
+
+
+class BatchClosedError(JetStreamError):
+    """A fast batch was used after its commit, close or failure."""
 
 
 class ForkedProcessError(JetStreamError, RuntimeError):

@@ -17,6 +17,7 @@ from ._core.connection import Connection
 from ._core.jsapi import JsApi
 from ._core.jspublish import JsPublisher
 from ._core.message import Msg
+from ._core.schedules import cancel_schedule, list_schedules
 from .consumer import Consumer
 from .core import CoreClient
 from .kv import manage as kv
@@ -28,6 +29,7 @@ from .models import (
     ConsumerPauseResponse,
     ConsumerResetResponse,
     DeliverPolicy,
+    Schedule,
     StoredMsg,
     StreamConfig,
     StreamInfo,
@@ -87,6 +89,19 @@ class JetStream(JsPublisher):
     def counter_get(self, stream: str, subject: str) -> int:
         """The value of the counter on ``subject`` (MsgNotFoundError if it has none)."""
         return self._api.counter_get(stream, subject)
+
+    # -- message schedules (ADR-51); publish_schedule comes from JsPublisher
+
+    def schedules(self, stream: str, subject: str = ">") -> List[Schedule]:
+        """The message schedules held in ``stream`` on subjects matching
+        ``subject`` (wildcards allowed), sorted by subject. A schedule made
+        with ``@at`` is gone once it has fired."""
+        return list_schedules(self._api, stream, subject)
+
+    def cancel_schedule(self, stream: str, subject: str) -> bool:
+        """Stop the schedule on ``subject`` by purging that subject (ADR-51);
+        True if there was one. Messages it already produced stay."""
+        return cancel_schedule(self._api, stream, subject)
 
 
     # -- streams ------------------------------------------------------------------

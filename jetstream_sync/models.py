@@ -37,6 +37,8 @@ __all__ = [
     "ConsumerResetResponse",
     "PubAck",
     "StoredMsg",
+    "Schedule",
+    "FastPubAck",
     "AccountInfo",
     "AckPolicy",
     "DeliverPolicy",
@@ -413,3 +415,48 @@ class StoredMsg:
     data: bytes
     headers: Optional[Dict[str, str]]
     time: Optional[datetime.datetime]
+
+
+@dataclass
+class Schedule:
+    """A message schedule held in a stream (ADR-51): the last message on its
+    ``subject`` with a ``Nats-Schedule`` header. ``schedule`` is that header
+    (``@at …``, ``@every …``, cron), ``target`` where it publishes,
+    ``ttl`` / ``time_zone`` / ``source`` the optional headers as sent
+    (``ttl`` a Go duration like ``"5m"``), ``seq`` and ``time`` (aware UTC)
+    where and when it was stored, ``data`` and ``headers`` what it publishes."""
+
+    stream: str
+    subject: str
+    schedule: str
+    target: str
+    seq: int
+    time: Optional[datetime.datetime]
+    data: bytes
+    headers: Dict[str, str]
+    ttl: Optional[str] = None
+    time_zone: Optional[str] = None
+    source: Optional[str] = None
+
+    @classmethod
+    def from_stored(cls, msg: StoredMsg) -> Optional["Schedule"]:
+        """The schedule a stored message holds, or None if it holds none."""
+        hdrs = msg.headers or {}
+        pattern = hdrs.get("Nats-Schedule")
+        if not pattern:
+            return None
+        return cls(
+            msg.stream, msg.subject, pattern, hdrs.get("Nats-Schedule-Target", ""), msg.seq, msg.time, msg.data,
+            dict(hdrs), hdrs.get("Nats-Schedule-TTL"), hdrs.get("Nats-Schedule-Time-Zone"), hdrs.get("Nats-Schedule-Source"),
+        )  # fmt: skip
+
+
+@dataclass
+class FastPubAck:
+    """What ``FastBatch.add()`` returns: ``batch_seq`` is the message's place
+    in the batch (from 1), ``ack_seq`` the highest batch sequence the server
+    has acknowledged so far (in gap mode "fail": messages 1 to ``ack_seq``
+    are stored)."""
+
+    batch_seq: int
+    ack_seq: int

@@ -7,7 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import threading
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from nats.nuid import NUID
 
@@ -15,6 +15,8 @@ from .. import errors, options
 from ..models import PubAck
 from ..options import DEFAULT, DefaultType, as_bytes
 from .connection import Connection
+from .fastbatch import FastBatch
+from .features import require
 from .publish import check_publish, known_subject
 
 BatchItem = Union[Tuple[str, Union[bytes, str]], Tuple[str, Union[bytes, str], Optional[Dict[str, str]]]]
@@ -179,6 +181,102 @@ class JsPublisher:
         if resp.get("error"):
             raise errors.APIError.from_error(resp["error"])
         return resp
+
+    def publish_schedule(
+        self,
+        subject: str,
+        data: Union[bytes, str] = b"",
+        *,
+        schedule: Any,
+        target: str,
+        ttl: Optional[float] = None,
+        time_zone: Optional[str] = None,
+        source: Optional[str] = None,
+        rollup: bool = False,
+        headers: Optional[Dict[str, str]] = None,
+        msg_ttl: Optional[float] = None,
+        timeout: Union[float, DefaultType] = DEFAULT,
+    ) -> PubAck:
+        """Store a message schedule on ``subject`` (ADR-51; the stream needs
+        ``allow_msg_schedules``): the stream publishes ``data`` (and
+        ``headers``) to ``target``, a subject of the same stream, on the
+        schedule. One schedule per subject: a new one replaces the last.
+
+        ``schedule`` is an aware datetime (once, at that time: ``@at``) or a
+        str: ``"@at 2030-01-02T03:04:05Z"``, ``"@every 30s"`` (a Go duration,
+        at least 1 s), ``"@hourly"`` / ``"@daily"`` / ``"@weekly"`` /
+        ``"@monthly"`` / ``"@yearly"``, or a 6-field cron line
+        (``"0 30 9 * * mon-fri"``, seconds first), UTC unless ``time_zone``
+        (an IANA name, cron only). ``ttl`` (seconds, at least 1; the stream
+        needs ``allow_msg_ttl``) is the TTL of each message produced;
+        ``source`` publishes the last message of that subject instead of
+        ``data``; ``rollup`` makes each produced message a subject rollup;
+        ``msg_ttl`` (seconds) removes the schedule itself after that long.
+        Everything is checked before anything is sent; a server older than
+        2.12 (2.14 for repeating schedules, ``time_zone``, ``rollup``)
+        raises FeatureNotSupportedError.
+        """
+        hdrs = dict(options.mapping("headers", headers) or {})
+        hdrs.update(options.schedule_headers(subject, schedule, target, ttl, time_zone, source, rollup))
+        repeating = options.is_repeating(hdrs["Nats-Schedule"]) or time_zone is not None or rollup
+        require(self._conn, "repeating message schedules" if repeating else "message schedules",
+                options.REPEATING_SCHEDULES_SINCE if repeating else options.SCHEDULES_SINCE)  # fmt: skip
+        try:
+            return self.publish(subject, data, headers=hdrs, msg_ttl=msg_ttl, timeout=timeout)
+        except errors.APIError as exc:
+            if exc.err_code == errors.ErrorCode.MESSAGE_SCHEDULES_DISABLED:
+                raise exc.with_hint("the stream needs allow_msg_schedules=True") from exc
+            raise
+
+    def fast_batch(
+        self,
+        *,
+        flow: int = options.DEFAULT_FAST_FLOW,
+        max_outstanding_acks: int = options.DEFAULT_MAX_OUTSTANDING_ACKS,
+        ack_timeout: Union[float, DefaultType] = DEFAULT,
+        continue_on_gap: bool = False,
+        error_handler: Optional[Callable[[BaseException], Any]] = None,
+    ) -> FastBatch:
+        """A fast-ingest batch (ADR-50; the stream needs ``allow_batched``,
+        server 2.14+): any number of messages, flow-controlled by the
+        server, one PubAck for the batch. Nothing is sent until the first
+        ``add()``.
+
+        ``flow`` (1 to 65535, default 100) asks for a flow ack every that
+        many messages (the server may ask for acks more often); ``add()`` waits once
+        ``max_outstanding_acks`` (1 to 3, default 2) are due, at most
+        ``ack_timeout`` seconds (default: the context's timeout) per wait.
+        ``continue_on_gap=False`` (gap mode "fail") stores messages in order
+        without gaps and ends the batch at the first refused message with
+        FastBatchError; ``True`` goes on past lost or refused messages.
+        ``error_handler`` (called in the publishing thread) gets the
+        server's gap and error notices.
+        """
+        t = options.timeout_or_default("ack_timeout", ack_timeout, self.timeout)
+        opts = options.fast_batch_options(flow, max_outstanding_acks, t, continue_on_gap, error_handler)
+        self._conn.check()
+        require(self._conn, "fast-ingest batch publish", options.FAST_BATCH_SINCE)
+        return FastBatch(self._conn, opts, next_nuid())
+
+    def publish_fast_batch(self, messages: Iterable[BatchItem], **batch_options: Any) -> PubAck:
+        """Publish ``messages`` — ``(subject, data)`` or ``(subject, data,
+        headers)`` tuples, any number, all checked before anything is sent;
+        the last one commits — as one fast batch (options as
+        :meth:`fast_batch`). Returns the batch's PubAck (``batch_size``
+        messages stored); FastBatchError says what was stored when the
+        server refused one."""
+        items = options.fast_batch_items(messages)
+        prepared = []
+        for seq, item in enumerate(items, 1):
+            subject, data, extra = options.batch_item(seq, item)
+            payload, hdrs = as_bytes(data), dict(extra) if extra else None
+            check_publish(self._conn, subject, payload, hdrs)
+            prepared.append((subject, payload, hdrs))
+        with self.fast_batch(**batch_options) as batch:
+            for subject, payload, hdrs in prepared[:-1]:
+                batch.add(subject, payload, headers=hdrs)
+            subject, payload, hdrs = prepared[-1]
+            return batch.commit(subject, payload, headers=hdrs)
 
     def counter_add(self, subject: str, delta: int = 1, *, timeout: Union[float, DefaultType] = DEFAULT) -> int:
         """Add ``delta`` (any size, may be negative) to the counter on

@@ -6,6 +6,7 @@ where arguments are checked (DESIGN.md section 3). Pure functions, no I/O.
 - ``config``: stream and consumer configs (``build_config``) and names;
 - ``buckets``: key-value buckets and object stores;
 - ``publish``: publish headers, atomic batches;
+- ``ingest``: message schedules (ADR-51) and fast-ingest batches;
 - ``connect``: connect options and server URLs;
 - ``subscribe``: the nats-py-style subscribe workflow's arguments;
 - ``worker``: the worker runner's own arguments (client, signals);
@@ -140,6 +141,20 @@ from .connect import callback, check_servers, known_options, redact_url
 from .subscribe import bind_config, bind_name, consumer_name, new_queue_consumer, ordered_own, ordered_subscribe, pull_config, push_subscribe
 from .worker import service_list, signal_numbers, worker_client
 from .publish import MAX_BATCH, batch_item, batch_items, publish_headers
+from .ingest import (
+    DEFAULT_FAST_FLOW,
+    DEFAULT_MAX_OUTSTANDING_ACKS,
+    FAST_BATCH_SINCE,
+    REPEATING_SCHEDULES_SINCE,
+    SCHEDULES_SINCE,
+    FastBatchOptions,
+    fast_batch_items,
+    fast_batch_options,
+    go_duration_ns,
+    is_repeating,
+    schedule_headers,
+    schedule_pattern,
+)
 from .services import (
     DEFAULT_MAX_WAIT,
     DEFAULT_QUEUE_GROUP,
@@ -304,4 +319,16 @@ __all__ = [
     "optional_text",
     "object_headers",
     "object_store_limits",
+    "DEFAULT_FAST_FLOW",
+    "DEFAULT_MAX_OUTSTANDING_ACKS",
+    "FAST_BATCH_SINCE",
+    "REPEATING_SCHEDULES_SINCE",
+    "SCHEDULES_SINCE",
+    "FastBatchOptions",
+    "fast_batch_items",
+    "fast_batch_options",
+    "go_duration_ns",
+    "is_repeating",
+    "schedule_headers",
+    "schedule_pattern",
 ]

@@ -31,6 +31,8 @@ EXPECTED = {
     "fetch_batch.py": "fetch_no_wait: 15 messages",
     "consume_handler.py": "handled 50 jobs, closed=True",
     "publish_async.py": "msg_id: duplicate=True, same sequence=True",
+    "schedules.py": "cancelled: True, left: []",
+    "fast_batch.py": "refused at message 4: 3 stored, the last at sequence 11003",
     "threads.py": "4 threads handled 400 messages",
     "fork_shared_client.py": "parent: child exited with 0, stream has 2 messages",
     "kv.py": "create: the lock is taken",

@@ -37,6 +37,8 @@ PUBLIC = {
         # issue 21: services (ADR-32) and request_many
         "EndpointInfo", "EndpointStats", "Replies", "Service", "ServiceError", "ServiceGroup", "ServiceInfo",
         "ServiceRequest", "ServiceStats",
+        # issue 21: message schedules (ADR-51) and fast-ingest batches (ADR-50)
+        "Schedule", "FastBatch", "FastPubAck", "FeatureNotSupportedError", "FastBatchError", "BatchClosedError",
         # issue 21: KV codecs (ADR-54)
         "KeyValueCodecError", "codecs",
     ],
@@ -58,6 +60,7 @@ PUBLIC = {
         "OrderedConsumerResetError", "PermissionDeniedError", "PinIdMismatchError", "PullStatusError",
         "KeyValueCodecError", "RespondError", "ServiceError", "SlowConsumerError", "StreamNotFoundError", "SubscribeError",
         "SubscriptionClosedError", "TimeoutError",
+        "FeatureNotSupportedError", "FastBatchError", "BatchClosedError",
     ],
     "jetstream_sync.spark": [
         "DataLossError", "JetStreamDataSource", "PartitionIncompleteError", "PublishCounts", "SCHEMA",

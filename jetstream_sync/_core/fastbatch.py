@@ -1,0 +1,257 @@
+"""Fast-ingest batch publishing (ADR-50 "Fast-ingest", server 2.14+).
+
+The batch's state travels in each message's reply subject,
+``<inbox>.<flow>.<gap>.<batch seq>.<op>.$FI``; the server answers on that
+inbox: a flow ack ``{"type":"ack","seq":n,"msgs":flow}`` every ``flow``
+messages (the first message always gets one), ``{"type":"gap",...}`` and
+``{"type":"err",...}`` notices, and the final PubAck (``batch``, ``count``)
+to the commit. The user thread publishes through the connection's outbox and
+waits on a condition for the acks, which the loop thread's handler records.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+from .. import errors, options
+from ..models import FastPubAck, PubAck
+from .connection import Connection
+from .publish import check_publish
+
+_START, _APPEND, _COMMIT, _COMMIT_EOB, _PING = range(5)
+_BATCH_UNKNOWN = errors.ErrorCode.BATCH_PUBLISH_ID_UNKNOWN  # the answer to messages of a batch that ended
+
+
+class FastBatch:
+    """One fast-ingest batch. Use it from one thread at a time.
+
+    :meth:`add` publishes a message and returns a :class:`FastPubAck`; it
+    waits (at most ``ack_timeout`` seconds) for the server's first flow ack,
+    and later whenever ``max_outstanding_acks`` acks are outstanding.
+    :meth:`commit` publishes the last message and returns the batch's
+    PubAck (``batch_id``, ``batch_size``); :meth:`close` ends the batch
+    without another message. A refused message (gap mode "fail") ends the
+    batch with :class:`FastBatchError`, which says how many were stored.
+    As a context manager, leaving the block without a commit closes it.
+    """
+
+    def __init__(self, conn: Connection, opts: options.FastBatchOptions, batch_id: str) -> None:
+        self._conn = conn
+        self._opts = opts
+        self.batch_id = batch_id
+        self._inbox = f"_INBOX.{batch_id}"
+        gap = "ok" if opts.continue_on_gap else "fail"
+        self._reply_prefix = f"{self._inbox}.{opts.flow}.{gap}."  # the initial flow stays in every reply
+        self._sid: Optional[int] = None
+        self._first_subject = ""
+        self._seq = 0  # batch sequences used (user thread only)
+        self._eob = False
+        self._closed = False
+        # Shared with the loop thread's handler; guarded by _cond.
+        self._cond = threading.Condition()
+        self._ack_seq = 0
+        self._flow = opts.flow
+        self._final: Optional[Dict[str, Any]] = None
+        self._refused: Optional[Tuple[int, errors.APIError]] = None  # the first "err" notice
+        self._notices: List[BaseException] = []  # for the error handler, called in the user thread
+        self.flow_acks = 0  # flow acks received (observability, tests)
+
+    # -- the loop thread's side ---------------------------------------------------------
+
+    def _on_reply(self, subject: bytes, reply: bytes, data: bytes, headers: Optional[bytes]) -> None:
+        """Loop thread: record one answer of the server and wake the user thread."""
+        if not data and headers is not None and headers.startswith(b"NATS/1.0 503"):
+            body: Dict[str, Any] = {"error": {"code": 503, "description": "no stream on the batch's subject"}}
+        else:
+            try:
+                body = json.loads(data)
+            except ValueError:
+                return
+        tokens = subject.split(b".")  # <inbox>.<flow>.<gap>.<batch seq>.<op>.$FI
+        seq, op = (int(tokens[-3]), int(tokens[-2])) if len(tokens) > 3 and tokens[-3].isdigit() else (0, _APPEND)
+        with self._cond:
+            self._record(body, seq, op)
+            self._cond.notify_all()
+
+    def _record(self, body: Dict[str, Any], seq: int, op: int) -> None:
+        """Holding _cond: one answer for batch sequence ``seq`` (sent with operation ``op``)."""
+        kind = body.get("type")
+        if kind == "ack":
+            self._ack_seq = max(self._ack_seq, int(body.get("seq") or 0))
+            self._flow = int(body.get("msgs") or self._flow)
+            self.flow_acks += 1
+        elif kind == "gap":
+            lost = f"{body.get('last_seq')} to {int(body.get('seq') or 0) - 1}"
+            self._notices.append(errors.JetStreamError(f"fast batch {self.batch_id}: messages {lost} were lost"))
+        elif kind == "err" or (
+            body.get("error") and "batch" not in body and self.flow_acks and op in (_START, _APPEND)
+            and (body["error"].get("err_code") != _BATCH_UNKNOWN)
+        ):  # a refused message: the batch goes on (gap "ok") or the server ends it (gap "fail")
+            err = errors.APIError.from_error(body.get("error") or {})
+            self._notices.append(err)
+            if self._refused is None:
+                self._refused = (int(body.get("seq") or 0) if kind == "err" else seq, err)
+        elif self._final is None:  # the batch's PubAck, or the error that ended (or never began) it
+            self._final = body
+
+    # -- the user thread's side ---------------------------------------------------------
+
+    def add(self, subject: str, data: Union[bytes, str] = b"", *, headers: Optional[Dict[str, str]] = None) -> FastPubAck:
+        """Publish one message of the batch (headers checked first)."""
+        payload, hdr = self._prepare(subject, data, headers)
+        seq = self._seq + 1
+        if seq == 1:
+            self._subscribe()
+            self._first_subject = subject
+        self._send(subject, payload, headers, hdr, seq, _START if seq == 1 else _APPEND)
+        if seq == 1:
+            self._wait(lambda: self.flow_acks >= 1, "its first flow ack")  # it acks "seq 0" with the flow to use
+        else:
+            self._wait(lambda: self._ack_seq + self._flow * self._opts.max_outstanding_acks > seq, "a flow ack")
+        self._report_notices()
+        if self._refused is not None and not self._opts.continue_on_gap:
+            self._fail_now()
+        return FastPubAck(seq, self._ack_seq)
+
+    def commit(self, subject: str, data: Union[bytes, str] = b"", *, headers: Optional[Dict[str, str]] = None) -> PubAck:
+        """Publish the last message and end the batch: the batch's PubAck
+        (``batch_id``, ``batch_size`` = messages stored, ``seq`` of the last)."""
+        payload, hdr = self._prepare(subject, data, headers)
+        if self._seq == 0:
+            self._subscribe()
+        return self._end(subject, payload, headers, hdr, _COMMIT)
+
+    def close(self) -> Optional[PubAck]:
+        """End the batch without another message (None if nothing was added,
+        or it had ended already): the batch's PubAck."""
+        if self._closed or self._seq == 0:
+            self._closed = True
+            return None
+        return self._end(self._first_subject, b"", None, b"", _COMMIT_EOB)
+
+    @property
+    def closed(self) -> bool:
+        """True after commit, close or a failure."""
+        return self._closed
+
+    @property
+    def size(self) -> int:
+        """Messages published in this batch so far."""
+        return self._seq - self._eob
+
+    def __enter__(self) -> "FastBatch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self._closed:
+            try:
+                self.close()
+            except errors.JetStreamError:
+                if exc[0] is None:
+                    raise
+
+    def _prepare(self, subject: str, data: Union[bytes, str], headers: Optional[Dict[str, str]]) -> Tuple[bytes, bytes]:
+        if self._closed:
+            raise errors.BatchClosedError(f"fast batch {self.batch_id} is closed")
+        conn = self._conn
+        conn.check()
+        conn.loop_thread.check_usable()
+        payload = options.as_bytes(data)
+        return payload, check_publish(conn, subject, payload, headers)
+
+    def _subscribe(self) -> None:
+        conn = self._conn
+        self._sid = conn.run(conn.subscribe(self._inbox + ".>", self._on_reply), self._opts.ack_timeout)
+
+    def _send(self, subject: str, payload: bytes, headers: Optional[Dict[str, str]], hdr: bytes, seq: int, op: int) -> None:
+        self._conn.outbox.publish(subject, payload, f"{self._reply_prefix}{seq}.{op}.$FI", headers, hdr, self._opts.ack_timeout)
+        self._seq = seq
+
+    def _end(self, subject: str, payload: bytes, headers: Optional[Dict[str, str]], hdr: bytes, op: int) -> PubAck:
+        self._eob = op == _COMMIT_EOB  # the end-of-batch marker takes a sequence but stores nothing
+        self._send(subject, payload, headers, hdr, self._seq + 1, op)
+        self._wait(lambda: False, "the batch's PubAck")
+        self._report_notices()
+        self._finish()
+        return self._final_ack()
+
+    def _wait(self, ready: Any, what: str) -> None:
+        """Wait until ``ready()`` or the batch ended, pinging every third of
+        ``ack_timeout`` for lost acks; FastBatchError after ``ack_timeout``."""
+        timeout = self._opts.ack_timeout
+        deadline = time.monotonic() + timeout
+        self._conn.outbox.kick()
+        while True:
+            with self._cond:
+                left = deadline - time.monotonic()
+                if ready() or self._final is not None or left <= 0:
+                    break
+                if self._cond.wait(min(left, timeout / 3)):
+                    continue
+            self._ping()  # not holding _cond: the publish may wait for room, and the loop needs _cond to record acks
+        if self._final is None and not ready():
+            self._finish()
+            raise errors.FastBatchError(
+                f"fast batch {self.batch_id}: no answer from the server within {timeout}s waiting for {what}; "
+                f"{self._ack_seq} of {self.size} messages confirmed stored",
+                self.batch_id, self._ack_seq,
+            )  # fmt: skip
+        if self._final is not None and what != "the batch's PubAck":
+            self._finish()
+            self._final_ack()  # raises: the server ended the batch early
+            raise errors.FastBatchError(
+                f"fast batch {self.batch_id} was ended by the server", self.batch_id, self._ack_seq
+            )
+
+    def _ping(self) -> None:
+        """Ask the server to resend its last flow ack (and report gaps)."""
+        if self._first_subject:
+            reply = f"{self._reply_prefix}{self._seq}.{_PING}.$FI"
+            self._conn.outbox.publish(self._first_subject, b"", reply, None, b"", self._opts.ack_timeout)
+            self._conn.outbox.kick()
+
+    def _final_ack(self) -> PubAck:
+        """The batch's PubAck; FastBatchError if it ended with an error or a refused message."""
+        final: Dict[str, Any] = self._final or {}
+        err = final.get("error")
+        refused = None if self._opts.continue_on_gap else self._refused  # with gaps allowed, a notice only
+        if not err and refused is None:
+            return PubAck.from_response(final)
+        cause = refused[1] if refused is not None else errors.APIError.from_error(final["error"])
+        if cause.err_code == errors.ErrorCode.BATCH_PUBLISH_DISABLED:
+            cause = cause.with_hint("the stream needs allow_batched=True")
+        failed = refused[0] if refused is not None else None
+        stored = int(final.get("count") or 0)
+        last = final.get("seq") if stored else None
+        raise errors.FastBatchError(
+            f"fast batch {self.batch_id} failed{f' at message {failed}' if failed else ''}: {cause}; "
+            f"{stored} of {self.size} messages stored" + (f", the last at stream sequence {last}" if last else ""),
+            self.batch_id, stored, last, failed,
+        ) from cause  # fmt: skip
+
+    def _fail_now(self) -> None:
+        """A message was refused in gap mode "fail": the server ends the batch; wait for its PubAck."""
+        self._wait(lambda: False, "the batch's PubAck")
+        self._finish()
+        self._final_ack()
+
+    def _report_notices(self) -> None:
+        with self._cond:
+            notices, self._notices = self._notices, []
+        handler = self._opts.error_handler
+        for notice in notices:
+            if handler is not None:
+                handler(notice)
+
+    def _finish(self) -> None:
+        """Closed from now on; interest in the inbox removed (the server stops answering)."""
+        self._closed = True
+        sid, self._sid = self._sid, None
+        if sid is not None and not self._conn.is_closed:
+            try:
+                self._conn.run(self._conn.unsubscribe(sid), self._opts.ack_timeout)
+            except errors.JetStreamError:
+                pass  # closing anyway; the connection's own close removes it
