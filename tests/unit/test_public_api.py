@@ -37,6 +37,12 @@ PUBLIC = {
         # issue 21: services (ADR-32) and request_many
         "EndpointInfo", "EndpointStats", "Replies", "Service", "ServiceError", "ServiceGroup", "ServiceInfo",
         "ServiceRequest", "ServiceStats",
+        # issue 22: NATS contexts and the system client
+        "NatsContext", "SystemClient",
+    ],
+    "jetstream_sync.system": [
+        "Accountz", "Connz", "Gatewayz", "Healthz", "Jsz", "Leafz", "Routez", "ServerInfo", "Statsz", "Subsz",
+        "SystemClient", "SystemReply", "Varz",
     ],
     "jetstream_sync.errors": [
         "APIError", "AuthorizationError", "BadBucketError", "BadObjectMetaError", "BadRequestError",
