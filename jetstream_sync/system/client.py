@@ -35,7 +35,7 @@ _R = TypeVar("_R", bound=SystemReply)
 
 NEEDS_RIGHTS = (
     "the user needs system-account rights: connect as a user of the system account "
-    "(the server's 'system_account', $SYS by default)"
+    "(the server's 'system_account', $SYS by default) allowed to publish to $SYS.REQ.SERVER.>"
 )
 
 

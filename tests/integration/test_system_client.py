@@ -10,6 +10,7 @@ import pytest
 
 import jetstream_sync as jss
 from jetstream_sync.system import Healthz, Jsz, Varz
+from jetstream_sync.testing import NatsServer
 
 from ..helpers import wait_until
 
@@ -89,6 +90,19 @@ def test_a_user_without_system_rights_gets_a_clear_error_within_the_timeout(sys_
         started = time.monotonic()
         with pytest.raises(jss.PermissionDeniedError, match="system-account rights"):
             nc.system(timeout=1.0).varz()
+        assert time.monotonic() - started < 3.0
+
+
+def test_a_system_user_denied_the_request_subjects_gets_the_same_error(tmp_path):
+    conf = tmp_path / "denied.conf"
+    conf.write_text(
+        'accounts { SYS: { users: [{user: limited, password: pw, permissions: {publish: {deny: ["$SYS.REQ.>"]}}}] } }\n'
+        "system_account: SYS\n"
+    )
+    with NatsServer(config=str(conf)) as server, jss.connect(server.url, user="limited", password="pw") as nc:
+        started = time.monotonic()
+        with pytest.raises(jss.PermissionDeniedError, match=r"allowed to publish to \$SYS.REQ.SERVER"):
+            nc.system(timeout=1.0).healthz()  # the server drops the request: the timeout ends it
         assert time.monotonic() - started < 3.0
 
 
