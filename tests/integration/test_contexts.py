@@ -198,3 +198,13 @@ def test_nats_context_and_the_selected_context_pick_the_file(tmp_path, monkeypat
     with jss.connect(context=True) as nc:
         assert nc.nats_context.name == "local"
         round_trip(nc)
+
+
+def test_shared_client_connects_to_the_contexts_server(tmp_path, server):
+    path = write_context(tmp_path, url=server.url, inbox_prefix="_SHARED")
+    nc = jss.shared_client(context=path)
+    try:
+        assert nc is jss.shared_client(context=path)  # one client per settings
+        assert nc.connected_url is not None and nc.new_inbox().startswith("_SHARED.")
+    finally:
+        jss.close_shared_clients()
