@@ -60,7 +60,7 @@ def connect(
     nats_context = context_for(context, servers_given=servers is not None)
     jetstream_defaults: Dict[str, str] = {}
     if nats_context is not None:
-        options = {**_context_options(nats_context), **options}  # explicit arguments win
+        options = {**_context_options(nats_context, given=options), **options}  # explicit arguments win
         jetstream_defaults = nats_context.jetstream_options()
         if servers is None:
             servers = list(nats_context.connection.servers)
@@ -69,10 +69,11 @@ def connect(
     return Client(conn, jetstream_defaults=jetstream_defaults, nats_context=nats_context)
 
 
-def _context_options(ctx: NatsContext) -> Dict[str, Any]:
-    """The context's connect keywords, the SSLContext of its TLS files included."""
+def _context_options(ctx: NatsContext, given: Mapping[str, Any]) -> Dict[str, Any]:
+    """The context's connect keywords, the SSLContext of its TLS files included
+    (not loaded when ``tls=`` is ``given``: it would be replaced)."""
     out = ctx.connect_options()
-    if ctx.connection.tls is not None:
+    if ctx.connection.tls is not None and "tls" not in given:
         out["tls"] = tls_context(ctx.connection.tls, f"NATS context file {ctx.path}")
     return out
 

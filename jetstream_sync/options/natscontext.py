@@ -179,8 +179,7 @@ def load_context(context: Union[str, "os.PathLike[str]"], env: Optional[Mapping[
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        where = f" (looked in {path.parent})" if path.parent.name == "context" else ""
-        raise errors.InvalidOptionError(f"NATS context {context!s} not found: no file {path}{where}") from None
+        raise errors.InvalidOptionError(f"NATS context {context!s} not found: no file {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise errors.InvalidOptionError(f"cannot read NATS context file {path}: {why}") from None

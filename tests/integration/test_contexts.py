@@ -72,10 +72,12 @@ def test_a_context_with_cert_key_and_ca_connects_with_mutual_tls(tmp_path, tls_f
         server.cleanup()
 
 
-def test_a_context_whose_certificate_cannot_be_loaded_says_which_file(tmp_path):
-    path = write_context(tmp_path, cert=str(tmp_path / "none.pem"), key=str(tmp_path / "none-key.pem"))
+def test_a_context_whose_certificate_cannot_be_loaded_says_which_file(tmp_path, server):
+    path = write_context(tmp_path, url=server.url, cert=str(tmp_path / "none.pem"), key=str(tmp_path / "none-key.pem"))
     with pytest.raises(jss.InvalidOptionError, match=r"ctx.json: fields 'cert'/'key': .*could not be loaded \(No such file"):
         jss.connect(context=path)
+    with jss.connect(context=path, tls=None) as nc:  # tls= given: the context's files are not loaded
+        assert nc.is_connected
 
 
 # -- JWTs, creds, nkeys -------------------------------------------------------------------
