@@ -9,7 +9,7 @@ from typing import Dict, Iterator, List
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync._tools.server import NatsServer, free_port
+from jetstream_sync.testing import NatsServer, free_port
 
 from ..helpers import make_tls_files, wait_until
 
