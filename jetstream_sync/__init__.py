@@ -114,6 +114,9 @@ from .errors import (
 from .errors import ServiceError
 from .replies import Replies
 from .services import EndpointInfo, EndpointStats, Service, ServiceGroup, ServiceInfo, ServiceRequest, ServiceStats
+# operations: NATS contexts (ADR-21) and the system client (its answers: jetstream_sync.system)
+from .options.natscontext import NatsContext
+from .system import SystemClient
 from .object_store.store import (
     ObjectInfo,
     ObjectLink,
@@ -259,6 +262,9 @@ __all__ = [
     "EndpointStats",
     "ServiceError",
     "Replies",
+    # operations: NATS contexts (ADR-21) and the system client
+    "NatsContext",
+    "SystemClient",
     # the ready worker
     "Worker",
     "WorkerStats",

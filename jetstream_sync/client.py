@@ -3,19 +3,44 @@ JetStream context (the core NATS calls are :class:`CoreClient`, ``core.py``)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Union
+import os
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from . import options as _options
 from ._core.connection import Connection
 from .core import CoreClient
 from .jetstream import JetStream
+from .options.natscontext import DEFAULT_URL, NatsContext, context_for
+from .options.tls import tls_context
 from .services import Service
+from .system import SystemClient
 
 __all__ = ["connect", "Client"]
 
 
-def connect(servers: Union[str, List[str]] = "nats://127.0.0.1:4222", **options: Any) -> "Client":
+def connect(
+    servers: Union[str, List[str], None] = None,
+    *,
+    context: Union[None, bool, str, "os.PathLike[str]"] = None,
+    **options: Any,
+) -> "Client":
     """Connect to NATS and return a :class:`Client`.
+
+    ``servers``: a URL or a list of URLs. Without it, the URL comes from the
+    NATS context named by ``context`` or, when ``context`` is not given, by
+    the ``NATS_CONTEXT`` environment variable; else ``nats://127.0.0.1:4222``.
+
+    ``context``: a ``nats`` CLI context (ADR-21): a name (``"prod"``, read
+    from ``$XDG_CONFIG_HOME/nats/context/prod.json``, default
+    ``~/.config/nats``), a path to a context JSON file, or ``True`` for the
+    context the CLI has selected (``NATS_CONTEXT``, else ``context.txt``).
+    Its URL, credentials (user/password, token, creds, nkey, user JWT), TLS
+    files (cert, key, ca, tls_first) and inbox prefix become connect
+    options; its JetStream domain or API prefix become the defaults of
+    :meth:`Client.jetstream`. Arguments given here win over the context's,
+    each on its own (``servers=`` replaces its URL, ``tls=`` its TLS files,
+    ``user=`` its user). A missing or broken context file raises
+    :class:`InvalidOptionError` naming the file; secrets are never shown.
 
     Every nats-py ``connect`` option passes through (``name``, ``user``,
     ``password``, ``token``, ``tls``, ``user_credentials``, ``nkeys_seed``,
@@ -32,9 +57,25 @@ def connect(servers: Union[str, List[str]] = "nats://127.0.0.1:4222", **options:
     requires; :class:`AuthorizationError` for rejected credentials).
     Passwords in URLs never appear in messages.
     """
+    nats_context = context_for(context, servers_given=servers is not None)
+    jetstream_defaults: Dict[str, str] = {}
+    if nats_context is not None:
+        options = {**_context_options(nats_context, given=options), **options}  # explicit arguments win
+        jetstream_defaults = nats_context.jetstream_options()
+        if servers is None:
+            servers = list(nats_context.connection.servers)
     conn = Connection("jetstream-sync")
-    conn.connect(servers, options)
-    return Client(conn)
+    conn.connect(DEFAULT_URL if servers is None else servers, options)
+    return Client(conn, jetstream_defaults=jetstream_defaults, nats_context=nats_context)
+
+
+def _context_options(ctx: NatsContext, given: Mapping[str, Any]) -> Dict[str, Any]:
+    """The context's connect keywords, the SSLContext of its TLS files included
+    (not loaded when ``tls=`` is ``given``: it would be replaced)."""
+    out = ctx.connect_options()
+    if ctx.connection.tls is not None and "tls" not in given:
+        out["tls"] = tls_context(ctx.connection.tls, f"NATS context file {ctx.path}")
+    return out
 
 
 class Client(CoreClient):
@@ -44,15 +85,44 @@ class Client(CoreClient):
     only; the connection itself is driven by a background loop thread.
     """
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        *,
+        jetstream_defaults: Optional[Mapping[str, str]] = None,
+        nats_context: Optional[NatsContext] = None,
+    ) -> None:
         super().__init__(conn)
         self._connection = conn  # what its JetStream contexts use
+        self._jetstream_defaults = dict(jetstream_defaults or {})  # a NATS context's domain or API prefix
+        self.nats_context = nats_context
+        """The NATS context this client was connected with (``connect(context=...)``), or None."""
 
     def jetstream(
         self, *, domain: Optional[str] = None, api_prefix: Optional[str] = None, timeout: float = 5.0
     ) -> "JetStream":
-        """A :class:`JetStream` context on this connection."""
+        """A :class:`JetStream` context on this connection.
+
+        Without ``domain`` and ``api_prefix``, those of the NATS context the
+        client connected with (if any) apply."""
+        if domain is None and api_prefix is None:
+            domain = self._jetstream_defaults.get("domain")
+            api_prefix = self._jetstream_defaults.get("api_prefix")
         return JetStream(self._connection, client=self, domain=domain, api_prefix=api_prefix, timeout=timeout)
+
+    def system(
+        self, *, timeout: float = _options.DEFAULT_SYSTEM_TIMEOUT, expected: Optional[int] = None
+    ) -> SystemClient:
+        """A :class:`SystemClient`: the servers' monitoring endpoints (varz,
+        jsz, healthz ...) over the system account; this client's user needs
+        system-account rights.
+
+        ``timeout`` (seconds, default 2.0) bounds each call; ``expected``
+        (default None) is the number of servers to wait for: a call returns
+        as soon as that many answered, else half a second after the last
+        answer (or at ``timeout``)."""
+        self._connection.check()
+        return SystemClient(self, timeout=timeout, expected=expected)
 
     def add_service(
         self,

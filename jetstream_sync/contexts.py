@@ -14,6 +14,7 @@ from ._engines.pull import FetchEngine, PullEngine, PullTarget
 from ._engines.receiver import Exhausted, PullStats, Receiver
 from ._core.message import Msg
 from .options import FetchOptions
+from ._core.logfields import message_fields
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._core.connection import Connection
@@ -220,7 +221,7 @@ class ConsumeContext(_Context):
             receiver.mark_user_done()
 
     def _handler_failed(self, msg: Msg, exc: Exception) -> None:
-        _log.warning("consume handler raised for %s", msg.subject, exc_info=exc)
+        _log.warning("consume handler raised for %s", msg.subject, exc_info=exc, extra=message_fields(msg))
         if not msg.is_acked and msg.reply:
             try:
                 msg.nak()

@@ -20,6 +20,7 @@ from ._core.connection import Connection, Resource
 from ._core.message import Msg, WireMsg
 from ._core.publish import check_publish
 from .replies import Replies
+from ._core.logfields import log_fields
 
 __all__ = ["CoreClient", "Subscription"]
 
@@ -326,14 +327,15 @@ class Subscription(Resource):
             try:
                 msg = self._take(None)
             except errors.PermissionDeniedError as exc:  # error_cb has it; say why the callback stopped
-                _log.warning("subscription on %r ended: %s", self.subject, exc)
+                _log.warning("subscription on %r ended: %s", self.subject, exc, extra=log_fields(subject=self.subject))
                 return
             except errors.JetStreamError:
                 return
             try:
                 cb(msg)
             except Exception as exc:
-                _log.warning("subscription callback raised for %s", msg.subject, exc_info=exc)
+                _log.warning("subscription callback raised for %s", msg.subject, exc_info=exc,
+                             extra=log_fields(subject=msg.subject))
                 self._conn.report_error(exc, log=False)
 
     def __repr__(self) -> str:

@@ -17,6 +17,7 @@ from .consumer import Consumer
 from .contexts import ConsumeContext, MessagesContext
 from .models import AckPolicy, ConsumerInfo
 from .options import DEFAULT, DefaultType
+from ._core.logfields import log_fields
 
 __all__ = ["PullSubscription", "PushSubscription", "auto_ack"]
 
@@ -312,4 +313,4 @@ def delete_quietly(js: JsApi, stream: str, name: str) -> None:
     try:
         js.delete_consumer(stream, name)
     except errors.JetStreamError as exc:
-        _log.debug("consumer %s/%s not deleted: %r", stream, name, exc)
+        _log.debug("consumer %s/%s not deleted: %r", stream, name, exc, extra=log_fields(stream=stream, consumer=name))

@@ -20,6 +20,7 @@ from typing import Any, Coroutine, Dict, Optional, Protocol, TypeVar
 from nats.aio.client import Client as _NatsClient
 
 from .outbox import AckOutbox, is_publish, subject_str
+from .logfields import log_fields
 
 
 class OrderedConnection(Protocol):
@@ -66,7 +67,7 @@ async def after_acks(conn: OrderedConnection, coro: Coroutine[Any, Any, T], time
             try:
                 await conn.nats_client().request(subject_str(last[0]), last[1], timeout=bound)
             except Exception as exc:
-                _log.debug("ack confirmation: %r", exc)
+                _log.debug("ack confirmation: %r", exc, extra=log_fields())
         else:
             await conn.round_trip(bound)
     await conn.send_batched()
@@ -95,7 +96,7 @@ async def send_acks_confirmed(conn: OrderedConnection, timeout: float) -> None:
                 for i in sorted(confirm)]
     for outcome in await asyncio.gather(*requests, return_exceptions=True):
         if isinstance(outcome, BaseException):
-            _log.debug("ack confirmation: %r", outcome)
+            _log.debug("ack confirmation: %r", outcome, extra=log_fields())
 
 
 def _consumer_of(ack_subject: str) -> str:

@@ -42,6 +42,7 @@ from .publisher import AsyncPublisher
 from .subscriptions import Subscriptions
 from .wire import REPLY_INBOX, Dispatcher, Handler, Sink, fix_late_pong, fix_ping_order, supported
 from .writer import pub_command, send_raw
+from .logfields import log_fields
 
 # check_servers and redact_url are connect's; named here too for the modules that import them from here.
 __all__ = ["Connection", "Resource", "live_connections", "check_servers", "redact_url"]
@@ -207,7 +208,7 @@ class Connection:
         await first_connect(nc, settings, callbacks, self._on_error)
         self.outbox.connected(nc)
         self.last_url = self.connected_url
-        _log.info("connected to %s", self.last_url)
+        _log.info("connected to %s", self.last_url, extra=log_fields(server=self.last_url))
 
     # -- events and errors (loop thread unless said) -----------------------------------
 
@@ -228,7 +229,8 @@ class Connection:
     def _check_reconnected_secure(self) -> None:
         nc = self.nc
         if nc is not None and not secure_enough(nc, self._tls_wanted):
-            _log.error("reconnected to a server without TLS although TLS was requested: closing")
+            _log.error("reconnected to a server without TLS although TLS was requested: closing",
+                       extra=log_fields(server=self.last_url))
             self.spawn(close_quietly(nc))
 
     async def _on_error(self, exc: Exception) -> None:
@@ -240,14 +242,14 @@ class Connection:
             self._permission_denied(violation.kind, violation.subject, violation.queue, err)
         else:
             err = translate(exc)
-            _log.debug("connection error: %r", exc)
+            _log.debug("connection error: %r", exc, extra=log_fields(server=self.last_url))
         await self._events.call_user("error_cb", err)
 
     def report_error(self, exc: BaseException, log: bool = True) -> None:
         """Any thread: pass an asynchronous problem (slow consumer, a failed
         callback …) to error_cb; ``log=False`` when the caller logged it."""
         if log:
-            _log.warning("%s", exc)
+            _log.warning("%s", exc, extra=log_fields(server=self.last_url))
         if self._events.has_user_callback("error_cb"):
             try:
                 self.call_soon(self._report_now, exc)
@@ -333,7 +335,7 @@ class Connection:
         try:
             self.run(asyncio.sleep(0), timeout, confirm_acks="all")
         except errors.JetStreamError as exc:
-            _log.debug("acks not confirmed: %r", exc)
+            _log.debug("acks not confirmed: %r", exc, extra=log_fields(server=self.last_url))
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Schedule ``fn(*args)`` on the loop without waiting (never blocks)."""
@@ -500,7 +502,7 @@ class Connection:
         try:
             await nc.flush(timeout=timeout)  # type: ignore[arg-type]  # nats-py says int; any number works
         except Exception as exc:
-            _log.debug("round trip: %r", exc)
+            _log.debug("round trip: %r", exc, extra=log_fields(server=self.last_url))
             return False
         return True
 
@@ -513,7 +515,7 @@ class Connection:
             if nc is not None and nc.is_connected:
                 await asyncio.wait_for(nc.flush(timeout=timeout), timeout + 0.1)  # type: ignore[arg-type]  # as above
         except Exception as exc:
-            _log.debug("flush: %r", exc)
+            _log.debug("flush: %r", exc, extra=log_fields(server=self.last_url))
 
     async def aflush(self, timeout: float) -> None:
         await self.send_batched()
@@ -558,7 +560,7 @@ class Connection:
                 try:
                     self.loop_thread.run(self._aclose(resources, left, drain), left)
                 except BaseException as exc:
-                    _log.debug("error while closing: %r", exc)
+                    _log.debug("error while closing: %r", exc, extra=log_fields(server=self.last_url))
         finally:
             self.closed = True
             self.loop_thread.stop(timeout=max(deadline - time.monotonic(), 0.5))
@@ -584,7 +586,7 @@ class Connection:
                     try:
                         await asyncio.wait_for(nc.drain(), timeout / 2)
                     except Exception as exc:
-                        _log.debug("drain: %r", exc)
+                        _log.debug("drain: %r", exc, extra=log_fields(server=self.last_url))
                 if not nc.is_closed:
                     await nc.close()
 
@@ -594,4 +596,4 @@ class Connection:
 
 def _log_send_failure(task: "asyncio.Task[Any]") -> None:
     if not task.cancelled() and task.exception() is not None:
-        _log.debug("send failed: %r", task.exception())
+        _log.debug("send failed: %r", task.exception(), extra=log_fields())

@@ -16,6 +16,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional
 
 from .loop import gevent_patched
+from .logfields import log_fields
 
 __all__ = ["EVENTS", "Events", "CallbackThread", "log_event"]
 
@@ -64,7 +65,7 @@ class Events:
             try:
                 listener()
             except Exception:
-                _log.exception("%s listener failed", event)
+                _log.exception("%s listener failed", event, extra=log_fields())
 
     async def call_user(self, name: str, *args: Any) -> None:
         """Loop thread: the user's callback ``name`` (if any) with ``args``."""
@@ -75,7 +76,7 @@ class Events:
             try:
                 await cb(*args)
             except Exception:
-                _log.exception("%s raised", name)
+                _log.exception("%s raised", name, extra=log_fields())
             return
         if self._thread is None:
             self._thread = CallbackThread(f"{self._name}-callbacks")
@@ -92,13 +93,14 @@ def log_event(event: str, url: Optional[str], closing: bool) -> None:
     ``url`` is the server last connected to (password redacted), None before
     a first connect: a failed one is told by NoServersError instead."""
     if event == "reconnected":  # also the first connect of retry_on_failed_connect
-        _log.info("reconnected to %s", url)
+        _log.info("reconnected to %s", url, extra=log_fields(server=url))
     elif url is None:
         return
     elif event == "disconnected":
-        _log.log(logging.INFO if closing else logging.WARNING, "disconnected from %s", url)
+        _log.log(logging.INFO if closing else logging.WARNING, "disconnected from %s", url,
+                 extra=log_fields(server=url))
     elif event == "closed":
-        _log.info("connection to %s closed", url)
+        _log.info("connection to %s closed", url, extra=log_fields(server=url))
 
 
 class CallbackThread:
@@ -140,4 +142,4 @@ class CallbackThread:
             try:
                 fn(*args)
             except Exception:
-                _log.exception("connection callback raised")
+                _log.exception("connection callback raised", extra=log_fields())

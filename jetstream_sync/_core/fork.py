@@ -21,6 +21,8 @@ import logging
 import os
 from typing import Callable, List
 
+from .logfields import log_fields
+
 __all__ = ["on_child", "check_pid", "generation", "pid"]
 
 _log = logging.getLogger("jetstream_sync._connection")  # the logger name users configure, kept from before the move
@@ -61,7 +63,7 @@ def _in_child() -> None:
         try:
             callback()
         except Exception:  # the others must still run: each guards the parent's socket
-            _log.exception("after-fork callback %r failed", callback)
+            _log.exception("after-fork callback %r failed", callback, extra=log_fields())
 
 
 if hasattr(os, "register_at_fork"):

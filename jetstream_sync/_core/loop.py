@@ -26,6 +26,7 @@ from typing import Any, Awaitable, Callable, Coroutine, Optional, TypeVar
 
 from .. import errors
 from . import fork as _fork
+from .logfields import log_fields
 
 __all__ = ["LoopThread", "register_exit_hook"]
 
@@ -471,7 +472,7 @@ def _log_task_error(task: "asyncio.Task[Any]") -> None:
         return
     exc = task.exception()
     if exc is not None:
-        _log.error("background task failed", exc_info=exc)
+        _log.error("background task failed", exc_info=exc, extra=log_fields())
 
 
 @_fork.on_child
@@ -509,6 +510,6 @@ def _at_exit() -> None:
         try:
             obj.close_at_exit()
         except Exception:  # pragma: no cover - exit must not fail
-            _log.debug("error closing client at exit", exc_info=True)
+            _log.debug("error closing client at exit", exc_info=True, extra=log_fields())
     for lt in list(_live):
         lt.stop(timeout=1.0)

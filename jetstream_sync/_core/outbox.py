@@ -11,6 +11,7 @@ import time
 from typing import Any, Deque, Dict, List, Optional, Protocol, Sequence, Tuple, Union
 
 from .. import errors
+from .logfields import log_fields
 from .writer import (
     Batcher, encoded, pub_line, reconnect_buffer_size, wait_writable, write_backlog,
 )
@@ -124,7 +125,7 @@ class AckOutbox(Batcher):
                 await wait_writable(nc)  # the socket's buffer below asyncio's low-water mark
                 await asyncio.sleep(0.001)  # and nats-py's flusher had its turn
         except Exception as exc:  # the connection broke: connected() looks again
-            _log.debug("waiting for the socket: %r", exc)
+            _log.debug("waiting for the socket: %r", exc, extra=log_fields())
         finally:
             self._watching = False
             self.backlog = write_backlog(nc)
@@ -291,7 +292,8 @@ class AckOutbox(Batcher):
             self._lost(left, "the client closed before they could be sent")
         if published:
             self.publish_errors += published
-            _log.error("%d publish(es) not sent: the client closed before they could be sent", published)
+            _log.error("%d publish(es) not sent: the client closed before they could be sent", published,
+                       extra=log_fields())
         with self._room:
             self.pub_bytes = 0
             self._room.notify_all()
@@ -299,7 +301,7 @@ class AckOutbox(Batcher):
     def _lost(self, count: int, why: str) -> None:
         # The server redelivers after AckWait; say so rather than drop silently.
         self.errors += count
-        _log.warning("%d ack(s) or publish(es) not sent: %s", count, why)
+        _log.warning("%d ack(s) or publish(es) not sent: %s", count, why, extra=log_fields())
 
     async def _publish_each(self) -> None:
         """Without the fast paths: nats-py's publish, one by one. Popping and

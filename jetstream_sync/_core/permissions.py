@@ -11,6 +11,7 @@ import logging
 from typing import Callable, Dict, Optional, Set, Tuple
 
 from .wire import subscription_matches
+from .logfields import log_fields
 
 __all__ = ["Watcher", "PermissionWatchers"]
 
@@ -64,4 +65,4 @@ class PermissionWatchers:
             try:
                 callback(err)
             except Exception:
-                _log.exception("permission watcher failed")
+                _log.exception("permission watcher failed", extra=log_fields())

@@ -17,6 +17,7 @@ from nats.aio.client import Client as _NatsClient
 
 from .permissions import PermissionWatchers, Watcher
 from .wire import Dispatcher, Handler, Sink, deliver_one, sid_of
+from .logfields import log_fields
 
 __all__ = ["Subscriptions", "header_block_of"]
 
@@ -116,7 +117,7 @@ class Subscriptions:
             else:
                 await sub.unsubscribe()
         except Exception as exc:  # connection going away: nothing more will arrive
-            _log.debug("unsubscribe: %r", exc)
+            _log.debug("unsubscribe: %r", exc, extra=log_fields())
         finally:
             if self._dispatcher is not None:
                 self._dispatcher.unregister(sid)

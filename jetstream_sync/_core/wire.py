@@ -33,6 +33,8 @@ from nats.aio.client import Client as _NatsClient
 from nats.errors import ProtocolError
 from nats.protocol.parser import AWAITING_CONTROL_LINE, Parser
 
+from .logfields import log_fields
+
 __all__ = [
     "supported",
     "Dispatcher",
@@ -161,7 +163,7 @@ def built_in_place(cls: _T) -> _T:
 
 
 def _handler_failed(exc: BaseException) -> None:
-    _log.error("message handler failed", exc_info=exc)
+    _log.error("message handler failed", exc_info=exc, extra=log_fields())
 
 
 _MAX_CONTROL = 4096  # a bound for finding a control line's end (longer ones are still found)
@@ -320,7 +322,7 @@ class FastParser(Parser):
                         try:
                             sink.on_status(payload)
                         except Exception:  # never let a sink end the read loop
-                            _log.exception("status handler failed")
+                            _log.exception("status handler failed", extra=log_fields())
                     continue
                 if hsize:
                     headers: Optional[bytes] = payload[:hsize]
@@ -334,7 +336,7 @@ class FastParser(Parser):
                 try:
                     handler(subject, reply, payload, headers)
                 except Exception:  # never let a handler end the read loop
-                    _log.exception("message handler failed")
+                    _log.exception("message handler failed", extra=log_fields())
         finally:
             self._hand_over(batches)
             if not split:
@@ -354,7 +356,7 @@ class FastParser(Parser):
                 try:
                     sink.on_msgs(msgs)
                 except Exception:  # never let a sink end the read loop
-                    _log.exception("message handler failed")
+                    _log.exception("message handler failed", extra=log_fields())
 
 
 def fix_late_pong(nc: _NatsClient) -> bool:

@@ -21,6 +21,7 @@ from .. import errors
 from .receiver import OPEN, STOPPED, WAKE, End, Receiver, Report
 from .._core.message import WPI, Msg, WireMsg, parse_header_block, pin_id, reply_bytes
 from .protocol import StatusKind, Watchdog, classify_status
+from .._core.logfields import log_fields
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._core.connection import Connection
@@ -230,7 +231,12 @@ class Engine:
         self._stats.pulls += 1
         self._conn.outbox.send_now()  # acks and NAKs queued before this pull go first
         if not self._conn.send_pub(self._subject, self._inbox, body):
-            _log.debug("pull request not sent: connection closed")
+            _log.debug("pull request not sent: connection closed", extra=self._log_fields())
+
+    def _log_fields(self) -> Dict[str, Any]:
+        """The log fields of this engine's records: its subject, stream and consumer."""
+        t = self._target
+        return log_fields(subject=self._subject, stream=t.stream, consumer=t.consumer)
 
     def _finish(self, error: Optional[BaseException]) -> None:
         """Hand over what is buffered, then the end marker (loop thread)."""
@@ -301,7 +307,7 @@ class Engine:
                 errors.ErrorCode.STREAM_NOT_FOUND,
             )
         except Exception as exc:  # JetStream down, timeouts: not proof it is gone
-            _log.debug("consumer check on %s: %r", self._target.info_subject, exc)
+            _log.debug("consumer check on %s: %r", self._target.info_subject, exc, extra=self._log_fields())
         finally:
             self._checking = False
         if gone:
@@ -432,7 +438,7 @@ class ContinuousEngine(Engine):
     def _report(self, exc: BaseException) -> None:
         """A transient problem: count, log, queue for the error handler."""
         self._stats.transient_errors += 1
-        _log.info("%s on %s: %s", type(exc).__name__, self._subject, exc)
+        _log.info("%s on %s: %s", type(exc).__name__, self._subject, exc, extra=self._log_fields())
         if self._receiver.error_handler is not None and not self._done:
             self._q.async_q.put_nowait(Report(exc))
 

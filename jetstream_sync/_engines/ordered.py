@@ -32,6 +32,7 @@ from .._core.message import Msg, ack_sequences, reply_bytes
 from ..models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
 from ..options import ConsumeOptions, FetchOptions
 from .protocol import StatusKind, classify_status, pull_request
+from .._core.logfields import log_fields
 
 _log = logging.getLogger("jetstream_sync._ordered")  # the logger name users configure, kept from before the move
 
@@ -147,7 +148,8 @@ class OrderedState:
                 async with asyncio.timeout(_DELETE_TIMEOUT):
                     await self.js.arequest(f"CONSUMER.DELETE.{self.stream}.{name}")
             except Exception as exc:  # gone already, connection down …
-                _log.debug("ordered consumer %s/%s not deleted: %r", self.stream, name, exc)
+                _log.debug("ordered consumer %s/%s not deleted: %r", self.stream, name, exc,
+                           extra=log_fields(stream=self.stream, consumer=name))
 
         asyncio.get_running_loop().create_task(delete())
 
@@ -275,7 +277,8 @@ class OrderedPullEngine(PullEngine):
             return
         self._resetting = True
         self._stats.resets += 1
-        _log.debug("ordered consumer %s: reset (%s)", self._target.consumer, why)
+        _log.debug("ordered consumer %s: reset (%s)", self._target.consumer, why,
+                   extra=log_fields(stream=self._target.stream, consumer=self._target.consumer))
         self._loop.create_task(self._reset())
 
     async def _reset(self) -> None:
@@ -387,7 +390,8 @@ class OrderedFetchEngine(FetchEngine):
         try:
             target = await state.recreate(state.sseq + 1 if state.sseq else 0)
         except Exception as exc:  # JetStream down, stream gone …: the short fetch stands
-            _log.debug("ordered fetch on %s: consumer not recreated: %r", state.stream, exc)
+            _log.debug("ordered fetch on %s: consumer not recreated: %r", state.stream, exc,
+                       extra=log_fields(stream=state.stream))
             self._end_pull(None)
             return
         left = o.expires - (time.monotonic() - self._began) if o.expires else 0.0

@@ -31,6 +31,7 @@ from .receiver import PullStats, Receiver
 from .._core.message import WireMsg, consumer_sequence, reply_bytes
 from ..options import PushOptions
 from .protocol import Watchdog, status_error
+from .._core.logfields import log_fields
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._core.connection import Connection
@@ -262,6 +263,7 @@ class PushEngine(ContinuousEngine):
             msg = await self._conn.request(t.info_subject, b"", t.api_timeout)
             info = json.loads(msg.data)
         except Exception as exc:  # timeouts, JetStream down: not alive as far as we know
-            _log.debug("consumer info on %s: %r", t.info_subject, exc)
+            _log.debug("consumer info on %s: %r", t.info_subject, exc,
+                       extra=log_fields(stream=t.stream, consumer=t.consumer))
             return False
         return bool(info.get("push_bound")) and not info.get("error")

@@ -22,6 +22,7 @@ import janus
 from .. import errors
 from .._core.connection import Resource
 from .._core.message import NAK, Msg, reply_bytes
+from .._core.logfields import log_fields
 
 if TYPE_CHECKING:  # pragma: no cover
     from .._core.connection import Connection
@@ -365,7 +366,7 @@ class Receiver(Resource):
         try:
             handler(exc)
         except Exception:
-            _log.exception("error handler raised")
+            _log.exception("error handler raised", extra=log_fields())
 
     # -- ending ---------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """Every option's default and validation, in one package: the one place
-where arguments are checked (DESIGN.md section 3). Pure functions, no I/O.
+where arguments are checked (DESIGN.md section 3). Pure functions, no I/O (but for
+the two that read files a connect names: ``tls`` and ``natscontext``).
 
 - ``checks``: durations, counts, subjects, names, headers, the wire's limits;
 - ``pull``: messages()/consume()/fetch()/push options and priority groups;
@@ -15,7 +16,11 @@ where arguments are checked (DESIGN.md section 3). Pure functions, no I/O.
 - ``spark``: the Spark data source's options, each role's known set
   (imported as ``options.spark``, not re-exported here);
 - ``connection``: connection settings given as option strings, the one
-  parser for the Spark source and helpers (``options.connection``).
+  parser for the Spark source and helpers (``options.connection``);
+- ``tls``: the SSLContext of those settings' TLS files (``options.tls``);
+- ``natscontext``: the ``nats`` CLI's context files (ADR-21), read into
+  connection settings (``options.natscontext``);
+- ``system``: the system client's requests (monitoring endpoints, bounds).
 
 Bad input raises ``errors.InvalidOptionError`` (a ``ValueError``) naming the
 argument and the value. Durations are seconds here, nanoseconds on the wire.
@@ -155,6 +160,7 @@ from .ingest import (
     schedule_headers,
     schedule_pattern,
 )
+from .system import DEFAULT_SYSTEM_TIMEOUT, SYSTEM_KINDS, SystemRequest, system_request
 from .services import (
     DEFAULT_MAX_WAIT,
     DEFAULT_QUEUE_GROUP,
@@ -172,6 +178,10 @@ from .services import (
 )
 
 __all__ = [
+    "DEFAULT_SYSTEM_TIMEOUT",
+    "SYSTEM_KINDS",
+    "SystemRequest",
+    "system_request",
     "DEFAULT_MAX_WAIT",
     "DEFAULT_QUEUE_GROUP",
     "DEFAULT_SERVICE_WORKERS",

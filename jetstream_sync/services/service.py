@@ -27,6 +27,7 @@ from .._core.message import Msg, WireMsg
 from .model import EndpointInfo, EndpointStats, ServiceInfo, ServiceStats, VERBS, control_subjects, to_json
 from .pool import WorkerPool
 from .request import ServiceRequest
+from .._core.logfields import log_fields
 
 __all__ = ["Service", "ServiceGroup", "Handler"]
 
@@ -205,7 +206,8 @@ class Service(ServiceGroup):
 
         def refused(err: BaseException) -> None:
             _log.error("service %s endpoint %s: the server refused the subscription to %s: %s",
-                       self.name, ep.name, ep.subject, err)  # fmt: skip
+                       self.name, ep.name, ep.subject, err,
+                       extra=log_fields(service=self.name, subject=ep.subject))  # fmt: skip
             with self._lock:
                 ep.num_errors += 1
                 ep.last_error = str(err)
@@ -257,7 +259,8 @@ class Service(ServiceGroup):
             raised = f"{exc.code}:{exc.description}"
             self._answer_error(req, exc.code, exc.description, exc.data)
         except Exception as exc:
-            _log.error("service %s endpoint %s: the handler raised on %s", self.name, ep.name, req.subject, exc_info=exc)
+            _log.error("service %s endpoint %s: the handler raised on %s", self.name, ep.name, req.subject,
+                       exc_info=exc, extra=log_fields(service=self.name, subject=req.subject))  # fmt: skip
             description = _one_line(f"{type(exc).__name__}: {exc}")
             raised = f"500:{description}"
             self._answer_error(req, 500, description)
@@ -278,7 +281,8 @@ class Service(ServiceGroup):
         try:
             req.respond_error(code, description, data)
         except errors.JetStreamError as exc:  # the connection went, or a bad code raised by the handler
-            _log.warning("service %s: could not answer %s with an error: %s", self.name, req.subject, exc)
+            _log.warning("service %s: could not answer %s with an error: %s", self.name, req.subject, exc,
+                         extra=log_fields(service=self.name, subject=req.subject))
 
     # -- state ----------------------------------------------------------------------
 
@@ -335,7 +339,8 @@ class Service(ServiceGroup):
         self._pool.close()
         done = self._pool.join(max(deadline - time.monotonic(), 0.0))
         if not done:
-            _log.warning("service %s: drain timed out after %.1fs with %d requests left", self.name, t, self._pool.queued)
+            _log.warning("service %s: drain timed out after %.1fs with %d requests left",
+                         self.name, t, self._pool.queued, extra=log_fields(service=self.name))  # fmt: skip
             self._refuse(self._pool.cancel())
         self._remove_interest(drain=False, timeout=max(deadline - time.monotonic(), 0.5), endpoints=False)
         self._end()
@@ -374,7 +379,7 @@ class Service(ServiceGroup):
         try:
             conn.run(_unsubscribe_all(conn, sids, drain, timeout), timeout + 1.0)
         except errors.JetStreamError as exc:
-            _log.debug("service %s: unsubscribe: %r", self.name, exc)
+            _log.debug("service %s: unsubscribe: %r", self.name, exc, extra=log_fields(service=self.name))
 
     def _refuse(self, left: List[Tuple[_Endpoint, Msg]]) -> None:
         for _, msg in left:

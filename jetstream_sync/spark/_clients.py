@@ -11,17 +11,15 @@ the process that connects, from the ``tls.*`` files or PEM texts.
 
 from __future__ import annotations
 
-import functools
 import os
-import ssl
-import tempfile
 from typing import Any, Dict, Mapping, Union
 
 import jetstream_sync as jss
 
-from ..options.connection import ConnectionSettings, TlsSettings, connection_settings, is_pem
+from ..options.connection import ConnectionSettings, connection_settings
+from ..options.tls import tls_context
 
-__all__ = ["shared_client", "close_all", "connect_options", "Connection"]
+__all__ = ["shared_client", "close_all", "connect_options", "tls_context", "Connection"]
 
 # What the helpers take as connection settings: a servers string, a mapping of
 # the data source's connection options, or settings already parsed.
@@ -45,50 +43,6 @@ def connect_options(connection: Connection) -> Dict[str, Any]:
     out["max_reconnect_attempts"] = 30
     out["reconnect_time_wait"] = 1
     return out
-
-
-@functools.cache  # one context per settings: shared clients are keyed by its identity
-def tls_context(tls: TlsSettings) -> ssl.SSLContext:
-    """An SSLContext that trusts ``tls.ca`` (else the system's CAs) and
-    presents ``tls.cert``/``tls.key`` when given. PEM texts are written to a
-    private temporary directory for ``load_cert_chain`` and removed at once."""
-    ca_pem = tls.ca is not None and is_pem(tls.ca)
-    try:
-        ctx = ssl.create_default_context(cafile=None if ca_pem else tls.ca, cadata=tls.ca if ca_pem else None)
-    except (ssl.SSLError, OSError, ValueError) as exc:
-        raise jss.InvalidOptionError(
-            f"option 'tls.ca': the CA certificates could not be loaded ({_why(exc)})"
-        ) from None
-    if tls.cert is None:
-        return ctx
-    with tempfile.TemporaryDirectory(prefix="jss-tls-") as private:  # mode 0700
-        cert, key = (_as_file(private, part, text) for part, text in (("cert", tls.cert), ("key", tls.key)))
-        try:
-            ctx.load_cert_chain(cert, key, password=tls.key_password)
-        except (ssl.SSLError, OSError, ValueError) as exc:
-            raise jss.InvalidOptionError(
-                f"options 'tls.cert'/'tls.key': the client certificate and key could not be loaded ({_why(exc)})"
-            ) from None
-    return ctx
-
-
-def _as_file(directory: str, part: str, text: Any) -> Any:
-    """A path for ``text``: itself, or a file holding it when it is PEM text."""
-    if text is None or not is_pem(text):
-        return text
-    path = os.path.join(directory, f"{part}.pem")
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
-        f.write(text)
-    return path
-
-
-def _why(exc: BaseException) -> str:
-    """What went wrong, without the value (a PEM key must not reach a message)."""
-    if isinstance(exc, ssl.SSLError):
-        return str(exc.reason or exc.__class__.__name__)
-    if isinstance(exc, OSError):
-        return f"{exc.strerror}: {exc.filename}" if exc.filename else str(exc.strerror)
-    return exc.__class__.__name__
 
 
 def shared_client(connection: Connection) -> jss.Client:

@@ -13,6 +13,7 @@ import jetstream_sync as jss
 from ..options.connection import ConnectionSettings
 from ..options.spark import Offset, ReadOptions
 from ._clients import shared_client
+from .._core.logfields import log_fields
 
 _log = logging.getLogger(__name__)
 
@@ -59,7 +60,8 @@ def check_loss(js: jss.JetStream, opts: ReadOptions, start: int) -> int:
             f"stream {opts.stream!r} no longer holds sequences {start}..{first - 1} "
             "(purged or removed by its limits); set failOnDataLoss=false to skip them"
         )
-    _log.warning("sequences %d..%d of %s are gone; skipping them", start, first - 1, opts.stream)
+    _log.warning("sequences %d..%d of %s are gone; skipping them", start, first - 1, opts.stream,
+                 extra=log_fields(stream=opts.stream))
     return first
 
 
@@ -177,7 +179,8 @@ def _nothing_left(cons: jss.BaseConsumer, r: SeqRange, msg: Optional[jss.Msg], s
             r, msg, f"no message for {r.timeout}s twice; the server reports {info.num_pending} "
             f"pending and {in_flight} sent but not received",
         )
-    _log.warning("no message for %gs reading %s [%d, %d); waiting once more", r.timeout, r.stream, r.start, r.end)
+    _log.warning("no message for %gs reading %s [%d, %d); waiting once more", r.timeout, r.stream, r.start, r.end,
+                 extra=log_fields(stream=r.stream))
     return False
 
 
@@ -240,4 +243,5 @@ def _delete_quietly(cons: jss.BaseConsumer, js: Optional[jss.JetStream] = None) 
         else:
             js.delete_consumer(cons.stream_name, cons.name)
     except jss.JetStreamError as exc:  # inactive_threshold removes it anyway
-        _log.debug("could not delete consumer %s: %r", cons.name, exc)
+        _log.debug("could not delete consumer %s: %r", cons.name, exc,
+                   extra=log_fields(stream=cons.stream_name, consumer=cons.name))

@@ -13,6 +13,7 @@ import jetstream_sync as jss
 from ..options import duration, subject as check_subject
 from ..options.connection import connection_settings
 from ._clients import Connection, shared_client
+from .._core.logfields import log_fields
 
 _log = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ def publish_partition(
             return
         fields = row_fields(_columns(first), subject, subject_col, data_col, headers_col, msg_id_col)
         counts = publish_rows(_chain(first, rows), fields, shared_client(settings), timeout)
-        _log.info("partition published %d, %d duplicates", counts.published, counts.duplicates)
+        _log.info("partition published %d, %d duplicates", counts.published, counts.duplicates, extra=log_fields())
 
     return run
 

@@ -39,6 +39,7 @@ from ..options.spark import ReadOptions, WriteOptions, check_names
 from ._clients import shared_client
 from ._read import SeqRange, bounds, check_loss, read_range_arrow, resolve, seq_at_time, split
 from ._write import PublishCounts, publish_rows, row_fields
+from .._core.logfields import log_fields
 
 __all__ = ["JetStreamDataSource", "SCHEMA"]
 
@@ -245,7 +246,8 @@ class _Writer:
         for m in messages:
             if isinstance(m, PublishedCommit):
                 total.add(PublishCounts(m.published, m.duplicates))
-        _log.info("%s: %d published, %d duplicates dropped by the stream", what, total.published, total.duplicates)
+        _log.info("%s: %d published, %d duplicates dropped by the stream", what, total.published, total.duplicates,
+                  extra=log_fields())
         return total
 
 

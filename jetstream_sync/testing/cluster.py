@@ -20,12 +20,18 @@ class NatsCluster:
         removed by :meth:`cleanup`.
     :param name: the cluster's name (default ``"jss"``).
     :param args: more command-line arguments for every server.
+    :param config: a configuration file every server reads (``-c``; default
+        none), e.g. with ``accounts`` and a ``system_account``; the cluster's
+        ports, routes and names given on the command line win over it.
 
     Each server is a :class:`NatsServer` in :attr:`servers`: restart, pause
     or kill one of them to test a fault; its route comes back on its port.
     """
 
-    def __init__(self, size: int = 3, *, store_root: Optional[str] = None, name: str = "jss", args: Sequence[str] = ()) -> None:
+    def __init__(
+        self, size: int = 3, *, store_root: Optional[str] = None, name: str = "jss", args: Sequence[str] = (),
+        config: Optional[str] = None,
+    ) -> None:
         if size < 1:
             raise ValueError(f"a cluster needs at least one server, not {size}")
         ports = [free_port() for _ in range(size)]
@@ -34,6 +40,7 @@ class NatsCluster:
         self.servers = [
             NatsServer(
                 store_dir=os.path.join(store_root, node) if store_root else None,
+                config=config,
                 args=["--cluster_name", name, "--cluster", f"nats://{HOST}:{p}", "--routes", routes, "-n", node, *args],
             )
             for node, p in zip(self.names, ports)
@@ -96,4 +103,4 @@ class NatsCluster:
 class ClusterFactory(Protocol):
     """The ``nats_cluster`` fixture: call it to start a cluster (a type for your tests' hints)."""
 
-    def __call__(self, size: int = 3, *, timeout: float = 30.0) -> NatsCluster: ...
+    def __call__(self, size: int = 3, *, timeout: float = 30.0, config: Optional[str] = None) -> NatsCluster: ...

@@ -10,7 +10,7 @@ session-scoped fixture of your own (see docs/testing.md).
 
 - ``nats_server``: a started :class:`NatsServer` with JetStream on a free
   loopback port, its store in ``tmp_path / "nats"``; stopped after the test.
-- ``nats_cluster``: a factory, ``nats_cluster(size=3, timeout=30.0)``, of
+- ``nats_cluster``: a factory, ``nats_cluster(size=3, timeout=30.0, config=None)``, of
   started :class:`NatsCluster` s (routes on loopback, JetStream, each store
   under ``tmp_path``); every cluster made is stopped after the test.
 - ``client``: a ``jss.Client`` connected to ``nats_server`` that reconnects
@@ -21,7 +21,7 @@ session-scoped fixture of your own (see docs/testing.md).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
 import pytest
 
@@ -43,13 +43,15 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
 
 @pytest.fixture
 def nats_cluster(tmp_path: Path) -> Iterator[ClusterFactory]:
-    """``nats_cluster(size=3, timeout=30.0)`` starts a cluster of ``size``
-    routed JetStream servers (stores under ``tmp_path``) and waits up to
-    ``timeout`` seconds for each to be ready; all are stopped after the test."""
+    """``nats_cluster(size=3, timeout=30.0, config=None)`` starts a cluster of
+    ``size`` routed JetStream servers (stores under ``tmp_path``; ``config`` a
+    configuration file each reads, e.g. accounts with a system account) and
+    waits up to ``timeout`` seconds for each to be ready; all are stopped
+    after the test."""
     made: List[NatsCluster] = []
 
-    def make(size: int = 3, *, timeout: float = 30.0) -> NatsCluster:
-        cluster = NatsCluster(size, store_root=str(tmp_path / f"nats-cluster-{len(made)}"))
+    def make(size: int = 3, *, timeout: float = 30.0, config: Optional[str] = None) -> NatsCluster:
+        cluster = NatsCluster(size, store_root=str(tmp_path / f"nats-cluster-{len(made)}"), config=config)
         made.append(cluster)
         return cluster.start(timeout)
 

@@ -28,6 +28,7 @@ from .._core.connection import check_servers, redact_url
 from .signals import catch_signals
 from ..contexts import MessagesContext
 from .._core.message import Msg
+from .._core.logfields import log_fields, message_fields
 
 __all__ = ["Worker", "WorkerStats", "run_worker"]
 
@@ -178,7 +179,8 @@ class Worker:
             where = ", ".join(redact_url(s) for s in self._servers)
             try:
                 self._connecting = True
-                _log.info("worker: connecting to %s", where)  # a signal after this line is not missed
+                _log.info("worker: connecting to %s", where,  # a signal after this line is not missed
+                          extra=self._fields())
                 try:
                     self._made = connect(self._servers, **self._connect_options)
                 finally:
@@ -187,13 +189,14 @@ class Worker:
             except _SignalWhileConnecting as sig:
                 if self._made is not None:  # it came just after connect() returned
                     self._made.close(timeout=_MIN_CLOSE)
-                _log.info("worker: signal %d while connecting: stopped before consuming", sig.signum)
+                _log.info("worker: signal %d while connecting: stopped before consuming", sig.signum,
+                          extra=self._fields())
                 return 0
             except errors.NoServersError as exc:  # it names the (redacted) URLs and why
-                _log.error("worker: %s", exc)
+                _log.error("worker: %s", exc, extra=self._fields())
                 return 1
             except errors.JetStreamError as exc:
-                _log.error("worker: cannot connect to %s: %s", where, exc)
+                _log.error("worker: cannot connect to %s: %s", where, exc, extra=self._fields())
                 return 1
         try:
             return self._consume(client)
@@ -212,16 +215,20 @@ class Worker:
             self._ack_policy = str(getattr(policy, "value", policy))  # a str, or nats-py's AckPolicy enum
             ctx = self._ctx = cons.messages(**self._fit_pulls(config, name))
         except errors.JetStreamError as exc:
-            _log.error("worker: cannot consume %s: %s", name, exc)
+            _log.error("worker: cannot consume %s: %s", name, exc, extra=self._fields())
             return 1
         self._threads = [
             threading.Thread(target=self._work, args=(ctx,), name=f"jetstream-worker-{i + 1}", daemon=True)
             for i in range(self._concurrency)
         ]
-        _log.info("worker: consuming %s with %d thread(s)", name, self._concurrency)
+        _log.info("worker: consuming %s with %d thread(s)", name, self._concurrency, extra=self._fields())
         if self._ack_policy in _POLICY_FATE:
             _log.warning(
-                "worker: %s has ack_policy %s: %s; use explicit", name, self._ack_policy, _POLICY_FATE[self._ack_policy][1]
+                "worker: %s has ack_policy %s: %s; use explicit",
+                name,
+                self._ack_policy,
+                _POLICY_FATE[self._ack_policy][1],
+                extra=self._fields(),
             )
         for t in self._threads:
             t.start()
@@ -236,12 +243,12 @@ class Worker:
                 next_stats += interval
         if self._stopping.is_set():
             why = f"signal {self._signum}" if self._signum is not None else "stop()"
-            _log.info("worker: %s: stopping within %.1fs", why, self._shutdown_timeout)
+            _log.info("worker: %s: stopping within %.1fs", why, self._shutdown_timeout, extra=self._fields())
         self._shutdown(client, ctx)
         self._log_stats("worker stopped")
         fatal = self._fatal
         if fatal is not None and not self._stopping.is_set():
-            _log.error("worker: consuming %s ended: %s: %s", name, type(fatal).__name__, fatal)
+            _log.error("worker: consuming %s ended: %s: %s", name, type(fatal).__name__, fatal, extra=self._fields())
             return 1
         return 0
 
@@ -267,6 +274,7 @@ class Worker:
                     "worker: %d handler(s) still running after %.1fs; their messages are redelivered after AckWait",
                     left,
                     limit,
+                    extra=self._fields(),
                 )
         self._close_by = deadline
         rest = max(deadline - time.monotonic(), _MIN_CLOSE)
@@ -274,7 +282,7 @@ class Worker:
             try:
                 client.flush(timeout=rest)  # a client we were given stays open; its acks go out now
             except errors.JetStreamError as exc:
-                _log.warning("worker: sending the last acks failed: %s", exc)
+                _log.warning("worker: sending the last acks failed: %s", exc, extra=self._fields())
         # else: _run closes the client we made, which sends the queued acks
 
     def _fit_pulls(self, config: Any, name: str) -> Dict[str, Any]:
@@ -290,7 +298,8 @@ class Worker:
         ):
             limit = getattr(config, limit_name, None) or 0
             if 0 < limit < wanted:
-                _log.warning("worker: %s has %s %s: %s %s instead of %s", name, limit_name, limit, option, limit, wanted)
+                _log.warning("worker: %s has %s %s: %s %s instead of %s",
+                             name, limit_name, limit, option, limit, wanted, extra=self._fields())  # fmt: skip
                 pull[option] = limit
         return pull
 
@@ -308,7 +317,7 @@ class Worker:
         line = " ".join(f"{k}={v}" for k, v in counters.items())
         if statuses:
             line += " statuses=" + ",".join(f"{k!r}:{v}" for k, v in sorted(statuses.items()))
-        _log.info("%s: %s", what, line)
+        _log.info("%s: %s", what, line, extra=self._fields())
 
     # -- handler threads --------------------------------------------------------------
 
@@ -322,7 +331,7 @@ class Worker:
                     self._fatal = exc
             self._wake.set()
         except BaseException as exc:  # SystemExit from a handler, say: the worker ends, and not with 0
-            _log.exception("worker: handler thread %s died", threading.current_thread().name)
+            _log.exception("worker: handler thread %s died", threading.current_thread().name, extra=self._fields())
             with self._lock:
                 if self._fatal is None:
                     self._fatal = exc
@@ -332,7 +341,7 @@ class Worker:
                 try:
                     self._thread_exit()
                 except Exception:
-                    _log.exception("worker: thread_exit raised")
+                    _log.exception("worker: thread_exit raised", extra=self._fields())
 
     def _handle(self, msg: Msg) -> None:
         with self._lock:
@@ -348,9 +357,11 @@ class Worker:
                     type(result).__name__,
                     _describe(msg),
                     self._fate(msg),
+                    extra=self._msg_fields(msg),
                 )
         except Exception:
-            _log.exception("worker: handler failed for %s; %s", _describe(msg), self._fate(msg))
+            _log.exception("worker: handler failed for %s; %s", _describe(msg), self._fate(msg),
+                           extra=self._msg_fields(msg))
         finally:
             with self._lock:
                 self._in_flight -= 1
@@ -359,6 +370,14 @@ class Worker:
                 else:
                     self._failed += 1
             self._settle(msg, ok)
+
+    def _fields(self) -> Dict[str, Any]:
+        """The log fields of this worker's records: its stream and consumer."""
+        return log_fields(stream=self._stream, consumer=self._consumer)
+
+    def _msg_fields(self, msg: Msg) -> Dict[str, Any]:
+        """A message's log fields: this worker's stream and consumer, the message's subject and sequence."""
+        return {**message_fields(msg), **self._fields()}
 
     def _fate(self, msg: Msg) -> str:
         """What becomes of a failed message, for its log line: a NAK under
@@ -396,7 +415,8 @@ class Worker:
             else:
                 msg.nak(self._retry_delay(msg))
         except errors.JetStreamError as exc:  # the client closed under a late handler
-            _log.warning("worker: could not %s %s: %s", "ack" if ok else "nak", _describe(msg), exc)
+            _log.warning("worker: could not %s %s: %s", "ack" if ok else "nak", _describe(msg), exc,
+                         extra=self._msg_fields(msg))
 
 
 def run_worker(

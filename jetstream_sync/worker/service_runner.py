@@ -27,6 +27,7 @@ from ..client import Client, connect
 from ..services import Service
 from .cli import UsageError, load_handler, resolve_servers, setup_logging
 from .signals import catch_signals
+from .._core.logfields import log_fields
 
 __all__ = ["run_service", "main"]
 
@@ -66,17 +67,17 @@ def run_service(
 
         restore = catch_signals(sigs, on_signal)
         try:
-            _log.info("serving %s", names)
+            _log.info("serving %s", names, extra=log_fields())
             while not stop.wait(_SIGNAL_POLL) and not all(s.stopped for s in services):
                 pass
         finally:
             restore()
         deadline = time.monotonic() + limit
         if fired:
-            _log.info("signal %d: draining %s (within %.1fs)", fired[0], names, limit)
+            _log.info("signal %d: draining %s (within %.1fs)", fired[0], names, limit, extra=log_fields())
         drained = all([s.drain(max(deadline - time.monotonic(), 0.01)) for s in services])
         if not drained:
-            _log.error("the services did not finish their requests within %.1fs", limit)
+            _log.error("the services did not finish their requests within %.1fs", limit, extra=log_fields())
         return 0 if drained else 1
     finally:
         nc.close(timeout=max(deadline - time.monotonic(), 0.5))
@@ -117,5 +118,5 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return run_service(factory, servers=servers, connect_options=opts, shutdown_timeout=args.shutdown_timeout)
     except errors.InvalidOptionError as exc:
-        _log.error("%s", exc)
+        _log.error("%s", exc, extra=log_fields())
         return 1

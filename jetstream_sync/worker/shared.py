@@ -20,7 +20,6 @@ from ..client import Client, connect
 
 __all__ = ["shared_client", "close_shared_clients"]
 
-DEFAULT_SERVERS = "nats://127.0.0.1:4222"
 
 # _clients and _connecting are read and written under _lock; all three are reset in a
 # forked child (the parent's lock may have been held at the fork).
@@ -72,16 +71,17 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-def settings_key(servers: Union[str, List[str]], options: Dict[str, Any]) -> Tuple[Any, ...]:
+def settings_key(servers: Union[str, List[str], None], options: Dict[str, Any]) -> Tuple[Any, ...]:
     """A hashable key for one set of connection settings."""
-    server_list = (servers,) if isinstance(servers, str) else tuple(servers)
+    server_list = () if servers is None else (servers,) if isinstance(servers, str) else tuple(servers)
     return (server_list, tuple(sorted((k, _freeze(v)) for k, v in options.items())))
 
 
-def shared_client(servers: Union[str, List[str]] = DEFAULT_SERVERS, **connect_options: Any) -> Client:
+def shared_client(servers: Union[str, List[str], None] = None, **connect_options: Any) -> Client:
     """This process's Client for these settings, connected on first use.
 
-    Arguments are those of :func:`jetstream_sync.connect`; the same
+    Arguments are those of :func:`jetstream_sync.connect` (no servers: a
+    ``context=``'s, ``NATS_CONTEXT``'s, else ``nats://127.0.0.1:4222``); the same
     arguments (values compared by equality, unhashable ones such as an
     ``SSLContext`` by identity) give the same Client, from any thread. A
     closed client is replaced by a new one; in a forked child the parent's

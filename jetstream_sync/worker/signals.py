@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, List, Optional
 
 from .. import options
 from .._core.connection import live_connections
+from .._core.logfields import log_fields
 
 __all__ = ["install_signal_handlers", "catch_signals"]
 
@@ -83,12 +84,12 @@ def install_signal_handlers(
 
 def _shutdown(signum: int, timeout: float, exit: bool, on_shutdown: Optional[Callable[[int], Any]]) -> None:
     deadline = time.monotonic() + timeout
-    _log.info("signal %d: draining and closing every client (within %.1fs)", signum, timeout)
+    _log.info("signal %d: draining and closing every client (within %.1fs)", signum, timeout, extra=log_fields())
     try:
         if on_shutdown is not None:
             on_shutdown(signum)
     except Exception:
-        _log.exception("on_shutdown raised")
+        _log.exception("on_shutdown raised", extra=log_fields())
     conns = live_connections()
     events = [e for c in conns for e in c.drain_resources()]
     for event in events:
@@ -97,7 +98,7 @@ def _shutdown(signum: int, timeout: float, exit: bool, on_shutdown: Optional[Cal
         try:
             conn.close(timeout=max(deadline - time.monotonic(), 0.5))
         except Exception:
-            _log.exception("closing a client after signal %d failed", signum)
+            _log.exception("closing a client after signal %d failed", signum, extra=log_fields())
     if exit:
         os.kill(os.getpid(), signum)  # the default action now: end as the signal would
 

@@ -41,9 +41,10 @@ EXPECTED = {
     "pyspark_read.py": "spark read 100 messages: {'ex.spark.eu': 50, 'ex.spark.us': 50}",
     "service.py": "service calc: 3 requests, 1 error, last error '400:division by zero'",
     "prometheus_exporter.py": 'jetstream_consume_total{context="billing",counter="delivered"} 100.0',
+    "nats_context.py": "NATS_CONTEXT: connected to the context's server: True",
 }
 # run differently, below
-SPECIAL = {"sigterm_worker.py", "gunicorn_app.py"}
+SPECIAL = {"sigterm_worker.py", "gunicorn_app.py", "system_health.py"}
 
 
 def _env(server) -> dict:
@@ -121,3 +122,23 @@ def test_gunicorn_app_publishes_one_message_per_request(server, monkeypatch):
     finally:
         gunicorn_app.worker_exit(None, None)
         sys.modules.pop("gunicorn_app", None)
+
+
+@pytest.mark.timeout(90)
+def test_system_health_reports_every_server_of_a_cluster(nats_cluster, tmp_path):
+    conf = tmp_path / "accounts.conf"
+    conf.write_text(
+        "accounts { SYS: { users: [{user: sys, password: sys-pw}] }, APP: { jetstream: enabled } }\n"
+        "system_account: SYS\n"
+    )
+    cluster = nats_cluster(3, config=str(conf))
+    for s in cluster.servers:  # the PING reaches the servers routed to the one the script connects to
+        wait_until(lambda s=s: s.varz().get("routes", 0) >= 2, timeout=30)
+    env = {**os.environ, "NATS_URL": cluster.urls[0], "NATS_USER": "sys", "NATS_PASSWORD": "sys-pw"}
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / "system_health.py")], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "3 of 3 servers healthy" in lines, out.stdout
+    assert sorted(line.split(":")[0] for line in lines[:3]) == ["n0", "n1", "n2"]

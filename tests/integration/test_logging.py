@@ -45,6 +45,8 @@ def test_connection_events_are_logged_with_the_url_and_no_password(private_serve
     for record in caplog.records:
         formatted = logging.Formatter().format(record)
         assert SECRET not in formatted, formatted
+    connection = [r for r in _ours(caplog) if r.name == module]
+    assert connection and all(r.nats_server == redacted for r in connection)  # the structured field, redacted
 
 
 def test_a_consume_handler_exception_is_a_warning_with_its_traceback(js, stream, subj, cons, caplog):
@@ -67,6 +69,8 @@ def test_a_consume_handler_exception_is_a_warning_with_its_traceback(js, stream,
     assert record.levelno == logging.WARNING and record.name == "jetstream_sync.contexts"
     assert record.exc_info is not None and isinstance(record.exc_info[1], RuntimeError)
     assert "Traceback" in logging.Formatter().format(record)
+    assert (record.nats_subject, record.nats_stream, record.nats_consumer) == (subj, stream.name, cons.name)
+    assert record.nats_seq == 1 and record.nats_server is None
 
 
 def test_no_message_repeats_the_logger_name(caplog):

@@ -41,9 +41,15 @@ PUBLIC = {
         "Schedule", "FastBatch", "FastPubAck", "FeatureNotSupportedError", "FastBatchError", "BatchClosedError",
         # issue 21: KV codecs (ADR-54)
         "KeyValueCodecError", "codecs",
+        # issue 22: NATS contexts and the system client
+        "NatsContext", "SystemClient",
     ],
     "jetstream_sync.kv.codecs": [
         "Base64Codec", "ChainCodec", "FuncCodec", "NoOpCodec", "PathCodec", "chain",
+    ],
+    "jetstream_sync.system": [
+        "Accountz", "Connz", "Gatewayz", "Healthz", "Jsz", "Leafz", "Routez", "ServerInfo", "Statsz", "Subsz",
+        "SystemClient", "SystemReply", "Varz",
     ],
     "jetstream_sync.errors": [
         "APIError", "AuthorizationError", "BadBucketError", "BadObjectMetaError", "BadRequestError",

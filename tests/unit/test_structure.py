@@ -8,7 +8,7 @@ Layers, lowest first; a module may import its own layer and those below:
     3 _engines/                              loop-side consumer engines, pull protocol
     4 contexts consumer push ordered stream  the handles
       subscriptions subscribe core replies
-    5 kv/ object_store/ services/            features built on the handles
+    5 kv/ object_store/ services/ system/    features built on the handles
     6 jetstream client                       the entry points that compose it all
     7 worker/ spark/ contrib/ _tools/        integrations and tools, the test kit
       testing/
@@ -36,7 +36,7 @@ LAYERS: Tuple[Tuple[str, ...], ...] = (
     ("_core",),
     ("_engines",),
     ("contexts", "consumer", "push", "ordered", "stream", "subscriptions", "subscribe", "core", "replies"),
-    ("kv", "object_store", "services"),
+    ("kv", "object_store", "services", "system"),
     ("jetstream", "client"),
     ("worker", "spark", "contrib", "_tools", "testing", "__main__", ""),
 )
@@ -307,9 +307,6 @@ INVALID_OPTION_ALLOWED = {
     "spark._write:publish_rows",
     "spark._write:_columns",
     "spark.datasource:_append_only",
-    # TLS files or PEM texts that cannot be loaded, found by the process that
-    # connects (an executor): the option strings were checked on the driver.
-    "spark._clients:tls_context",
 }
 
 
