@@ -202,13 +202,42 @@ class NatsServer:
         proc.kill()
         proc.wait(10)
 
-    def pause(self) -> None:
-        """Freeze the process (SIGSTOP): connections stay open, nothing answers."""
-        os.kill(self._running_pid(), signal.SIGSTOP)
+    def pause(self, timeout: float = 5.0) -> None:
+        """Freeze the process (SIGSTOP): connections stay open, nothing answers.
+        Returns once every thread of it has stopped (a stop signal is taken
+        asynchronously), at most ``timeout`` seconds (default 5)."""
+        pid = self._running_pid()
+        os.kill(pid, signal.SIGSTOP)
+        self._wait_for_state(pid, stopped=True, timeout=timeout)
 
-    def resume(self) -> None:
-        """Let a paused process run again (SIGCONT)."""
-        os.kill(self._running_pid(), signal.SIGCONT)
+    def resume(self, timeout: float = 5.0) -> None:
+        """Let a paused process run again (SIGCONT); returns once it runs, at
+        most ``timeout`` seconds (default 5)."""
+        pid = self._running_pid()
+        os.kill(pid, signal.SIGCONT)
+        self._wait_for_state(pid, stopped=False, timeout=timeout)
+
+    @staticmethod
+    def _wait_for_state(pid: int, stopped: bool, timeout: float) -> None:
+        """Poll /proc (Linux) until every thread of ``pid`` is (or is no longer)
+        stopped; elsewhere return at once."""
+        tasks = f"/proc/{pid}/task"
+        if not os.path.isdir(tasks):
+            return
+        deadline = time.monotonic() + timeout
+        while True:
+            states = []
+            for tid in os.listdir(tasks):
+                try:
+                    with open(f"{tasks}/{tid}/stat") as f:
+                        states.append(f.read().rsplit(")", 1)[1].split()[0])
+                except OSError:  # a thread ended meanwhile
+                    continue
+            if all((state == "T") == stopped for state in states):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nats-server {pid} did not {'stop' if stopped else 'continue'} within {timeout}s")
+            time.sleep(0.001)
 
     @contextmanager
     def paused(self) -> Iterator["NatsServer"]:
