@@ -102,6 +102,17 @@ from .errors import (
     ObjectStoreExistsError,
     ObjectStoreNotFoundError,
 )
+# partitioned consumer groups (orbit.go pcgroups)
+from .errors import ConsumerGroupError, ConsumerGroupNotFoundError
+from .pcgroups import (
+    GroupConsumeContext,
+    GroupMessagesContext,
+    MemberMapping,
+    StaticGroup,
+    StaticGroupConfig,
+    partition_transform,
+    strip_partition,
+)
 # services (ADR-32) and request_many
 from .errors import ServiceError
 from .replies import Replies
@@ -242,6 +253,16 @@ __all__ = [
     "EndpointStats",
     "ServiceError",
     "Replies",
+    # partitioned consumer groups
+    "ConsumerGroupError",
+    "ConsumerGroupNotFoundError",
+    "GroupConsumeContext",
+    "GroupMessagesContext",
+    "MemberMapping",
+    "StaticGroup",
+    "StaticGroupConfig",
+    "partition_transform",
+    "strip_partition",
     # the ready worker
     "Worker",
     "WorkerStats",

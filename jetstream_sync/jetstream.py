@@ -33,6 +33,7 @@ from .models import (
     StreamInfo,
 )
 from .object_store import store as obs
+from .pcgroups import static as pcg
 from .object_store.model import store_config
 from .object_store.store import ObjectStore, ObjectStoreConfig, ObjectStoreStatus
 from .options import build_config
@@ -403,6 +404,40 @@ class JetStream(JsPublisher):
         if there is none); never created, never deleted."""
         return sub.pull_subscribe(self._api, "", durable, stream, None, bind=True)
 
+
+    # -- partitioned consumer groups (orbit.go pcgroups) ------------------------------
+
+    def create_static_group(
+        self, stream: str, group: str, max_members: int, *, members: Optional[List[str]] = None,
+        member_mappings: Any = None, filters: Optional[List[str]] = None,
+    ) -> "pcg.StaticGroup":
+        """Create a static partitioned consumer group on ``stream``, whose
+        subjects start with a partition number (see
+        :func:`jetstream_sync.partition_transform`). ``max_members`` is the
+        number of partitions; give ``members`` (partitions spread evenly) or
+        ``member_mappings`` (``{member: [partitions]}``, each partition once);
+        ``filters`` (default ``>``) select subjects after the partition token.
+        The config is stored as orbit.go stores it (bucket
+        ``static-consumer-groups``, key ``<stream>.<group>``). Idempotent for
+        the same config; ConsumerGroupError for another one."""
+        return pcg.create_static(self._api, stream, group, max_members, members, member_mappings, filters)
+
+    def static_group(self, stream: str, group: str) -> "pcg.StaticGroup":
+        """The handle of an existing static group; ConsumerGroupNotFoundError."""
+        return pcg.open_static(self._api, stream, group)
+
+    def static_groups(self, stream: str) -> List[str]:
+        """Names of the static groups of ``stream``."""
+        return pcg.static_group_names(self._api, stream)
+
+    def delete_static_group(self, stream: str, group: str) -> None:
+        """Delete a static group's config and its members' consumers."""
+        pcg.delete_static(self._api, stream, group)
+
+    def join_static_group(self, stream: str, group: str, member: str, handler: Any = None, **options: Any) -> Any:
+        """``static_group(stream, group).join(member, handler, **options)``:
+        see :meth:`jetstream_sync.StaticGroup.join`."""
+        return pcg.open_static(self._api, stream, group).join(member, handler, **options)
 
     # -- key-value buckets and object stores ---------------------------------------
 

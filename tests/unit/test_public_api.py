@@ -37,6 +37,9 @@ PUBLIC = {
         # issue 21: services (ADR-32) and request_many
         "EndpointInfo", "EndpointStats", "Replies", "Service", "ServiceError", "ServiceGroup", "ServiceInfo",
         "ServiceRequest", "ServiceStats",
+        # issue 21: partitioned consumer groups
+        "ConsumerGroupError", "ConsumerGroupNotFoundError", "GroupConsumeContext", "GroupMessagesContext",
+        "MemberMapping", "StaticGroup", "StaticGroupConfig", "partition_transform", "strip_partition",
     ],
     "jetstream_sync.errors": [
         "APIError", "AuthorizationError", "BadBucketError", "BadObjectMetaError", "BadRequestError",
@@ -53,6 +56,7 @@ PUBLIC = {
         "OrderedConsumerResetError", "PermissionDeniedError", "PinIdMismatchError", "PullStatusError",
         "RespondError", "ServiceError", "SlowConsumerError", "StreamNotFoundError", "SubscribeError",
         "SubscriptionClosedError", "TimeoutError",
+        "ConsumerGroupError", "ConsumerGroupNotFoundError",
     ],
     "jetstream_sync.spark": [
         "DataLossError", "JetStreamDataSource", "PartitionIncompleteError", "PublishCounts", "SCHEMA",

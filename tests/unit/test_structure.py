@@ -8,7 +8,7 @@ Layers, lowest first; a module may import its own layer and those below:
     3 _engines/                              loop-side consumer engines, pull protocol
     4 contexts consumer push ordered stream  the handles
       subscriptions subscribe core replies
-    5 kv/ object_store/ services/            features built on the handles
+    5 kv/ object_store/ services/ pcgroups/  features built on the handles
     6 jetstream client                       the entry points that compose it all
     7 worker/ spark/ contrib/ _tools/        integrations and tools, the test kit
       testing/
@@ -36,7 +36,7 @@ LAYERS: Tuple[Tuple[str, ...], ...] = (
     ("_core",),
     ("_engines",),
     ("contexts", "consumer", "push", "ordered", "stream", "subscriptions", "subscribe", "core", "replies"),
-    ("kv", "object_store", "services"),
+    ("kv", "object_store", "services", "pcgroups"),
     ("jetstream", "client"),
     ("worker", "spark", "contrib", "_tools", "testing", "__main__", ""),
 )
