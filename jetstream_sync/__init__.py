@@ -105,6 +105,10 @@ from .errors import (
 # partitioned consumer groups (orbit.go pcgroups)
 from .errors import ConsumerGroupError, ConsumerGroupNotFoundError
 from .pcgroups import (
+    ElasticGroup,
+    ElasticGroupConfig,
+    ElasticMember,
+    PartitioningFilter,
     GroupConsumeContext,
     GroupMessagesContext,
     MemberMapping,
@@ -256,6 +260,10 @@ __all__ = [
     # partitioned consumer groups
     "ConsumerGroupError",
     "ConsumerGroupNotFoundError",
+    "ElasticGroup",
+    "ElasticGroupConfig",
+    "ElasticMember",
+    "PartitioningFilter",
     "GroupConsumeContext",
     "GroupMessagesContext",
     "MemberMapping",

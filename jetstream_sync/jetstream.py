@@ -33,7 +33,7 @@ from .models import (
     StreamInfo,
 )
 from .object_store import store as obs
-from .pcgroups import static as pcg
+from .pcgroups import elastic as pce, static as pcg
 from .object_store.model import store_config
 from .object_store.store import ObjectStore, ObjectStoreConfig, ObjectStoreStatus
 from .options import build_config
@@ -438,6 +438,32 @@ class JetStream(JsPublisher):
         """``static_group(stream, group).join(member, handler, **options)``:
         see :meth:`jetstream_sync.StaticGroup.join`."""
         return pcg.open_static(self._api, stream, group).join(member, handler, **options)
+
+    def create_elastic_group(
+        self, stream: str, group: str, max_members: int, *, partitioning_filters: Any = None,
+        max_buffered_msgs: int = 0, max_buffered_bytes: int = 0,
+    ) -> "pce.ElasticGroup":
+        """Create an elastic partitioned consumer group on any ``stream``:
+        ``max_members`` partitions; ``partitioning_filters`` (default: every
+        subject, partitioned on the whole subject) as ``[(filter, [wildcard
+        indexes])]``, e.g. ``[("orders.*", [1])]``; the group's work-queue
+        stream ``<stream>-<group>`` holds at most ``max_buffered_msgs`` /
+        ``max_buffered_bytes`` (0: no limit). Members are added later
+        (:meth:`jetstream_sync.ElasticGroup.add_members`). Stored as orbit.go
+        stores it (bucket ``elastic-consumer-groups``)."""
+        return pce.create_elastic(self._api, stream, group, max_members, partitioning_filters, max_buffered_msgs, max_buffered_bytes)
+
+    def elastic_group(self, stream: str, group: str) -> "pce.ElasticGroup":
+        """The handle of an existing elastic group; ConsumerGroupNotFoundError."""
+        return pce.open_elastic(self._api, stream, group)
+
+    def elastic_groups(self, stream: str) -> List[str]:
+        """Names of the elastic groups of ``stream``."""
+        return pce.elastic_group_names(self._api, stream)
+
+    def delete_elastic_group(self, stream: str, group: str) -> None:
+        """Delete an elastic group's config and its work-queue stream."""
+        pce.delete_elastic(self._api, stream, group)
 
     # -- key-value buckets and object stores ---------------------------------------
 

@@ -92,14 +92,19 @@ def static_group(
     return partitions, group_filters(filters), names, maps
 
 
-def stored_static_group(data: bytes) -> Tuple[int, List[str], List[str], List[Tuple[str, List[int]]]]:
-    """A static group's config as orbit.go stores it (its JSON), checked."""
+def _json_object(data: bytes, kind: str) -> Dict[str, Any]:
     try:
         doc = json.loads(data)
     except ValueError as exc:
-        raise errors.InvalidOptionError(f"a static consumer group config is not JSON: {exc}") from None
+        raise errors.InvalidOptionError(f"{kind} consumer group config is not JSON: {exc}") from None
     if not isinstance(doc, dict):
-        raise errors.InvalidOptionError(f"a static consumer group config is a JSON object, got {doc!r}")
+        raise errors.InvalidOptionError(f"{kind} consumer group config is a JSON object, got {doc!r}")
+    return doc
+
+
+def stored_static_group(data: bytes) -> Tuple[int, List[str], List[str], List[Tuple[str, List[int]]]]:
+    """A static group's config as orbit.go stores it (its JSON), checked."""
+    doc = _json_object(data, "a static")
     return static_group(doc.get("max_members"), doc.get("filters"), doc.get("members"),
                         doc.get("member_mappings"), require_members=False)  # fmt: skip
 
@@ -137,3 +142,52 @@ def partition_wildcards(filter_: Any, wildcards: Sequence[Any]) -> Tuple[str, Li
         if isinstance(i, bool) or not isinstance(i, int) or not 1 <= i <= stars:
             raise errors.InvalidOptionError(f"wildcard indexes must be from 1 to {stars} (the '*' tokens of {f!r}), got {i!r}")
     return f, idx
+
+
+def partitioning_filters(value: Any) -> List[Tuple[str, List[int]]]:
+    """An elastic group's partitioning filters: ``[(filter, [wildcard, ...]), ...]``
+    (or dicts with ``filter`` / ``partitioning_wildcards``, or bare filters)."""
+    out = []
+    for item in _strings("partitioning_filters", value):
+        if isinstance(item, str):
+            item = (item, [])
+        elif isinstance(item, dict):
+            item = (item.get("filter"), item.get("partitioning_wildcards") or [])
+        if not isinstance(item, (list, tuple)) or len(item) != 2:
+            raise errors.InvalidOptionError(f"a partitioning filter is (filter, [wildcard indexes]), got {item!r}")
+        out.append(partition_wildcards(item[0], item[1]))
+    return out
+
+
+def elastic_group(
+    maximum: Any, filters: Any, max_msgs: Any, max_bytes: Any, members: Any = None, mappings: Any = None
+) -> Tuple[int, List[Tuple[str, List[int]]], int, int, List[str], List[Tuple[str, List[int]]]]:
+    """An elastic group's config checked (orbit.go ``validateConfig``):
+    (max_members, partitioning filters, max buffered messages, max buffered
+    bytes, members, member mappings); 0 buffered means no limit."""
+    partitions = max_members(maximum)
+    pfs = partitioning_filters(filters)
+    msgs = count("max_buffered_msgs", max_msgs or 0, allow_zero=True)
+    size = count("max_buffered_bytes", max_bytes or 0, allow_zero=True)
+    names = [member_name(m) for m in _strings("members", members)]
+    if names and mappings:
+        raise errors.InvalidOptionError("give members or member_mappings, not both")
+    maps = member_mappings(mappings, partitions) if mappings else []
+    return partitions, pfs, msgs, size, names, maps
+
+
+def stored_elastic_group(
+    data: bytes,
+) -> Tuple[int, List[Tuple[str, List[int]]], int, int, List[str], List[Tuple[str, List[int]]]]:
+    """An elastic group's config as orbit.go stores it (its JSON), checked."""
+    doc = _json_object(data, "an elastic")
+    return elastic_group(doc.get("max_members"), doc.get("partitioning_filters"), doc.get("max_buffered_msg"),
+                         doc.get("max_buffered_bytes"), doc.get("members"), doc.get("member_mappings"))  # fmt: skip
+
+
+def member_names(value: Any) -> List[str]:
+    """A non-empty list of member names (add / delete members)."""
+    names = [member_name(m) for m in _strings("members", value)]
+    if not names:
+        raise errors.InvalidOptionError("give at least one member name")
+    return names

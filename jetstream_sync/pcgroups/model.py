@@ -76,6 +76,90 @@ class StaticGroupConfig:
         return out
 
 
+@dataclass(frozen=True)
+class PartitioningFilter:
+    """orbit.go ``PartitioningFilter``: the subjects ``filter`` an elastic
+    group takes, and the 1-based indexes of its ``*`` tokens that make the
+    partitioning key (empty: the whole subject)."""
+
+    filter: str
+    partitioning_wildcards: Tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ElasticGroupConfig:
+    """An elastic group's config (orbit.go ``ElasticConsumerGroupConfig``).
+    ``revision`` is the config's revision in the bucket (not stored)."""
+
+    max_members: int
+    partitioning_filters: Tuple[PartitioningFilter, ...] = ()
+    max_buffered_msgs: int = 0
+    max_buffered_bytes: int = 0
+    members: Tuple[str, ...] = ()
+    member_mappings: Tuple[MemberMapping, ...] = ()
+    revision: int = field(default=0, compare=False)
+
+    @classmethod
+    def checked(cls, *args: Any, revision: int = 0) -> "ElasticGroupConfig":
+        return cls._of(checks.elastic_group(*args), revision)
+
+    @classmethod
+    def from_json(cls, data: bytes, revision: int = 0) -> "ElasticGroupConfig":
+        """Read a stored config (InvalidOptionError when it is not one)."""
+        return cls._of(checks.stored_elastic_group(data), revision)
+
+    @classmethod
+    def _of(cls, parts: Any, revision: int) -> "ElasticGroupConfig":
+        n, pfs, msgs, size, members, maps = parts
+        return cls(n, tuple(PartitioningFilter(f, tuple(w)) for f, w in pfs), msgs, size, tuple(members),
+                   tuple(MemberMapping(a, tuple(p)) for a, p in maps), revision)  # fmt: skip
+
+    def to_json(self) -> bytes:
+        """The JSON orbit.go's ``json.Marshal`` writes (``partitioning_filters``
+        is not omitempty there: null when none; the buffered limits, members
+        and mappings are)."""
+        doc: Dict[str, Any] = {
+            "max_members": self.max_members,
+            "partitioning_filters": [
+                {"filter": f.filter, "partitioning_wildcards": list(f.partitioning_wildcards)} for f in self.partitioning_filters
+            ] or None,
+        }
+        if self.max_buffered_msgs:
+            doc["max_buffered_msg"] = self.max_buffered_msgs
+        if self.max_buffered_bytes:
+            doc["max_buffered_bytes"] = self.max_buffered_bytes
+        if self.members:
+            doc["members"] = list(self.members)
+        if self.member_mappings:
+            doc["member_mappings"] = [{"member": m.member, "partitions": list(m.partitions)} for m in self.member_mappings]
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    def is_member(self, member: str) -> bool:
+        """Whether ``member`` is in the membership."""
+        return member in self.members or any(m.member == member for m in self.member_mappings)
+
+    def member_filters(self, member: str) -> List[str]:
+        """The filter subjects of ``member``'s consumer (orbit.go ``ElasticGetPartitionFilters``)."""
+        out: List[str] = []
+        for f in [p.filter for p in self.partitioning_filters] or [">"]:
+            out += partition_filters(self.members, self.max_members, self.member_mappings, member, f)
+        return out
+
+    def partitions_of(self, member: str) -> List[int]:
+        """The partition numbers ``member`` owns now."""
+        return [int(f.split(".", 1)[0]) for f in partition_filters(self.members, self.max_members, self.member_mappings, member, ">")]
+
+    def transforms(self) -> List[SubjectTransform]:
+        """The subject transforms of the group's work-queue stream's source."""
+        pfs = self.partitioning_filters or (PartitioningFilter(">"),)
+        return [partition_transform(self.max_members, p.filter, p.partitioning_wildcards) for p in pfs]
+
+
+def elastic_stream_name(stream: str, group: str) -> str:
+    """The elastic group's work-queue stream (orbit.go ``composeCGSName``)."""
+    return f"{stream}-{group}"
+
+
 def partition_filters(
     members: Sequence[str], max_members: int, mappings: Sequence[MemberMapping], member: str, filter_: str
 ) -> List[str]:

@@ -19,33 +19,18 @@ from typing import Any, Callable, List, Optional, Union
 from .. import errors, options
 from .._core.jsapi import JsApi
 from .._core.message import Msg
-from ..kv import manage as kv_manage
 from ..kv.bucket import KeyValue
-from ..models import StorageType
 from ..options import pcgroups as checks
 from ..stream import make_consumer
+from . import store
 from .member import GroupConsumeContext, GroupMessagesContext
 from .model import PRIORITY_GROUP, STATIC_BUCKET, StaticGroupConfig, group_key, static_consumer_name
 
 __all__ = ["StaticGroup", "create_static", "delete_static", "open_static", "static_group_names"]
 
 
-def _bucket(api: JsApi) -> KeyValue:
-    try:
-        return kv_manage.open_bucket(api, STATIC_BUCKET)
-    except errors.BucketNotFoundError as exc:
-        raise errors.ConsumerGroupNotFoundError(f"no static consumer groups: bucket {STATIC_BUCKET!r} does not exist") from exc
-
-
 def _read(kv: KeyValue, stream: str, group: str) -> StaticGroupConfig:
-    try:
-        entry = kv.get(group_key(stream, group))
-    except errors.KeyNotFoundError as exc:
-        raise errors.ConsumerGroupNotFoundError(f"no static consumer group {group!r} on stream {stream!r}") from exc
-    try:
-        return StaticGroupConfig.from_json(entry.value)
-    except errors.InvalidOptionError as exc:
-        raise errors.ConsumerGroupError(f"the stored config of static group {stream}.{group} is not valid: {exc}") from None
+    return store.read(kv, stream, group, StaticGroupConfig.from_json)[0]
 
 
 class StaticGroup:
@@ -150,39 +135,19 @@ def create_static(
     checks.consumer_group_name(group)
     options.name("stream", stream)
     config = StaticGroupConfig.checked(max_members, filters, members, member_mappings)
-    info = api.stream_info(stream)
-    try:
-        kv = kv_manage.open_bucket(api, STATIC_BUCKET)
-    except errors.BucketNotFoundError:
-        fields = {"replicas": info.config.num_replicas or 1, "storage": StorageType.FILE}
-        kv = kv_manage.upsert_bucket(api, STATIC_BUCKET, None, fields, "")
-    try:
-        kv.create(group_key(stream, group), config.to_json())
-    except errors.KeyExistsError:
-        existing = _read(kv, stream, group)
-        if existing != config:
-            raise errors.ConsumerGroupError(
-                f"static group {stream}.{group} exists with another config ({existing}); delete it first"
-            ) from None
+    kv, _ = store.create_config(api, STATIC_BUCKET, stream, group, config.to_json(), lambda kv: _read(kv, stream, group) == config)
     return StaticGroup(api, kv, stream, group, config)
 
 
 def open_static(api: JsApi, stream: str, group: str) -> StaticGroup:
     """The handle of an existing static group (ConsumerGroupNotFoundError if none)."""
-    options.name("stream", stream)
-    checks.consumer_group_name(group)
-    kv = _bucket(api)
+    kv = store.group_bucket(api, STATIC_BUCKET, stream, group)
     return StaticGroup(api, kv, stream, group, _read(kv, stream, group))
 
 
 def delete_static(api: JsApi, stream: str, group: str) -> None:
     """Delete the group's config and its members' consumers (``<group>-*``)."""
-    options.name("stream", stream)
-    checks.consumer_group_name(group)
-    try:
-        _bucket(api).delete(group_key(stream, group))
-    except errors.ConsumerGroupNotFoundError:
-        pass
+    store.drop_config(api, STATIC_BUCKET, stream, group)
     for name in api.consumer_names(stream):
         if name.startswith(group + "-"):
             try:
@@ -194,8 +159,4 @@ def delete_static(api: JsApi, stream: str, group: str) -> None:
 def static_group_names(api: JsApi, stream: str) -> List[str]:
     """The static groups of ``stream`` (from the config bucket's keys)."""
     options.name("stream", stream)
-    try:
-        keys = _bucket(api).keys()
-    except (errors.ConsumerGroupNotFoundError, errors.KeyNotFoundError):
-        return []
-    return sorted(k.split(".")[1] for k in keys if k.split(".")[0] == stream and len(k.split(".")) >= 2)
+    return store.group_names(api, STATIC_BUCKET, stream)

@@ -93,3 +93,21 @@ def test_names_are_orbits():
 def test_the_partitioning_transform_is_orbits(args, dest):
     t = jss.partition_transform(*args)
     assert (t.src, t.dest) == (args[1], dest)
+
+
+# orbit.go ElasticConsumerGroupConfig and PartitioningFilter json tags
+GO_ELASTIC_FIELDS = {"max_members", "partitioning_filters", "max_buffered_msg", "max_buffered_bytes", "members", "member_mappings"}
+
+
+def test_an_elastic_config_has_orbits_json():
+    cfg = jss.ElasticGroupConfig.checked(4, [("foo.*", [1])], 100, 0, ["m2", "m1"], None)
+    doc = json.loads(cfg.to_json())
+    assert set(doc) <= GO_ELASTIC_FIELDS
+    assert doc == {"max_members": 4, "partitioning_filters": [{"filter": "foo.*", "partitioning_wildcards": [1]}],
+                   "max_buffered_msg": 100, "members": ["m2", "m1"]}  # fmt: skip
+    assert jss.ElasticGroupConfig.from_json(cfg.to_json()) == cfg
+    # what json.Marshal writes for an ElasticConsumerGroupConfig with nil filters (no omitempty there)
+    assert jss.ElasticGroupConfig.from_json(b'{"max_members":2,"partitioning_filters":null}') == jss.ElasticGroupConfig(2)
+    assert cfg.member_filters("m1") == ["0.foo.*", "1.foo.*"]
+    assert [(t.src, t.dest) for t in cfg.transforms()] == [("foo.*", "{{Partition(4,1)}}.foo.{{Wildcard(1)}}")]
+    assert [(t.src, t.dest) for t in jss.ElasticGroupConfig(3).transforms()] == [(">", "{{Partition(3)}}.>")]

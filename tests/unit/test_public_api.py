@@ -40,6 +40,7 @@ PUBLIC = {
         # issue 21: partitioned consumer groups
         "ConsumerGroupError", "ConsumerGroupNotFoundError", "GroupConsumeContext", "GroupMessagesContext",
         "MemberMapping", "StaticGroup", "StaticGroupConfig", "partition_transform", "strip_partition",
+        "ElasticGroup", "ElasticGroupConfig", "ElasticMember", "PartitioningFilter",
     ],
     "jetstream_sync.errors": [
         "APIError", "AuthorizationError", "BadBucketError", "BadObjectMetaError", "BadRequestError",
