@@ -110,6 +110,21 @@ from .errors import (
     ObjectStoreExistsError,
     ObjectStoreNotFoundError,
 )
+# partitioned consumer groups (orbit.go pcgroups)
+from .errors import ConsumerGroupError, ConsumerGroupNotFoundError
+from .pcgroups import (
+    ElasticGroup,
+    ElasticGroupConfig,
+    ElasticMember,
+    PartitioningFilter,
+    GroupConsumeContext,
+    GroupMessagesContext,
+    MemberMapping,
+    StaticGroup,
+    StaticGroupConfig,
+    partition_transform,
+    strip_partition,
+)
 # services (ADR-32) and request_many
 from .errors import ServiceError
 from .replies import Replies
@@ -265,6 +280,21 @@ __all__ = [
     # operations: NATS contexts (ADR-21) and the system client
     "NatsContext",
     "SystemClient",
+
+    # partitioned consumer groups
+    "ConsumerGroupError",
+    "ConsumerGroupNotFoundError",
+    "ElasticGroup",
+    "ElasticGroupConfig",
+    "ElasticMember",
+    "PartitioningFilter",
+    "GroupConsumeContext",
+    "GroupMessagesContext",
+    "MemberMapping",
+    "StaticGroup",
+    "StaticGroupConfig",
+    "partition_transform",
+    "strip_partition",
     # the ready worker
     "Worker",
     "WorkerStats",

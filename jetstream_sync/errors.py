@@ -66,6 +66,8 @@ builtins keeps working. Errors translated from nats-py keep it as ``__cause__``.
     ├── ObjectAlreadyExistsError
     ├── DigestMismatchError (expected, actual)
     ├── BadObjectMetaError
+    ├── ConsumerGroupError             (partitioned consumer groups)
+    │   └── ConsumerGroupNotFoundError
     └── InvalidOptionError subclasses: InvalidObjectStoreNameError,
         InvalidObjectNameError, ObjectLinkError
 """
@@ -77,6 +79,8 @@ import enum
 from typing import Any, Dict, Type
 
 __all__ = [
+    "ConsumerGroupError",
+    "ConsumerGroupNotFoundError",
     "ErrorCode",
     "JetStreamError",
     "APIError",
@@ -552,3 +556,16 @@ class InvalidObjectNameError(InvalidOptionError):
 class ObjectLinkError(InvalidOptionError):
     """A link cannot be made or read that way: to a deleted object, to another
     link, in ``put()``, or a bucket link read as an object."""
+
+
+# -- partitioned consumer groups (orbit.go pcgroups) --
+
+
+class ConsumerGroupError(JetStreamError):
+    """A partitioned consumer group cannot be used as asked: its stored config
+    differs from the one given, is not valid, changed under a member, or the
+    member is not in it."""
+
+
+class ConsumerGroupNotFoundError(ConsumerGroupError):
+    """No config is stored for the consumer group (or its bucket does not exist)."""

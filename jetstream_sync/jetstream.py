@@ -35,6 +35,7 @@ from .models import (
     StreamInfo,
 )
 from .object_store import store as obs
+from .pcgroups import elastic as pce, static as pcg
 from .object_store.model import store_config
 from .object_store.store import ObjectStore, ObjectStoreConfig, ObjectStoreStatus
 from .options import build_config
@@ -418,6 +419,66 @@ class JetStream(JsPublisher):
         if there is none); never created, never deleted."""
         return sub.pull_subscribe(self._api, "", durable, stream, None, bind=True)
 
+
+    # -- partitioned consumer groups (orbit.go pcgroups) ------------------------------
+
+    def create_static_group(
+        self, stream: str, group: str, max_members: int, *, members: Optional[List[str]] = None,
+        member_mappings: Any = None, filters: Optional[List[str]] = None,
+    ) -> "pcg.StaticGroup":
+        """Create a static partitioned consumer group on ``stream``, whose
+        subjects start with a partition number (see
+        :func:`jetstream_sync.partition_transform`). ``max_members`` is the
+        number of partitions; give ``members`` (partitions spread evenly) or
+        ``member_mappings`` (``{member: [partitions]}``, each partition once);
+        ``filters`` (default ``>``) select subjects after the partition token.
+        The config is stored as orbit.go stores it (bucket
+        ``static-consumer-groups``, key ``<stream>.<group>``). Idempotent for
+        the same config; ConsumerGroupError for another one."""
+        return pcg.create_static(self._api, stream, group, max_members, members, member_mappings, filters)
+
+    def static_group(self, stream: str, group: str) -> "pcg.StaticGroup":
+        """The handle of an existing static group; ConsumerGroupNotFoundError."""
+        return pcg.open_static(self._api, stream, group)
+
+    def static_groups(self, stream: str) -> List[str]:
+        """Names of the static groups of ``stream``."""
+        return pcg.static_group_names(self._api, stream)
+
+    def delete_static_group(self, stream: str, group: str) -> None:
+        """Delete a static group's config and its members' consumers."""
+        pcg.delete_static(self._api, stream, group)
+
+    def join_static_group(self, stream: str, group: str, member: str, handler: Any = None, **options: Any) -> Any:
+        """``static_group(stream, group).join(member, handler, **options)``:
+        see :meth:`jetstream_sync.StaticGroup.join`."""
+        return pcg.open_static(self._api, stream, group).join(member, handler, **options)
+
+    def create_elastic_group(
+        self, stream: str, group: str, max_members: int, *, partitioning_filters: Any = None,
+        max_buffered_msgs: int = 0, max_buffered_bytes: int = 0,
+    ) -> "pce.ElasticGroup":
+        """Create an elastic partitioned consumer group on any ``stream``:
+        ``max_members`` partitions; ``partitioning_filters`` (default: every
+        subject, partitioned on the whole subject) as ``[(filter, [wildcard
+        indexes])]``, e.g. ``[("orders.*", [1])]``; the group's work-queue
+        stream ``<stream>-<group>`` holds at most ``max_buffered_msgs`` /
+        ``max_buffered_bytes`` (0: no limit). Members are added later
+        (:meth:`jetstream_sync.ElasticGroup.add_members`). Stored as orbit.go
+        stores it (bucket ``elastic-consumer-groups``)."""
+        return pce.create_elastic(self._api, stream, group, max_members, partitioning_filters, max_buffered_msgs, max_buffered_bytes)
+
+    def elastic_group(self, stream: str, group: str) -> "pce.ElasticGroup":
+        """The handle of an existing elastic group; ConsumerGroupNotFoundError."""
+        return pce.open_elastic(self._api, stream, group)
+
+    def elastic_groups(self, stream: str) -> List[str]:
+        """Names of the elastic groups of ``stream``."""
+        return pce.elastic_group_names(self._api, stream)
+
+    def delete_elastic_group(self, stream: str, group: str) -> None:
+        """Delete an elastic group's config and its work-queue stream."""
+        pce.delete_elastic(self._api, stream, group)
 
     # -- key-value buckets and object stores ---------------------------------------
 

@@ -40,6 +40,7 @@ EXPECTED = {
     "object_store.py": "get: 300000 bytes, same=True",
     "pyspark_read.py": "spark read 100 messages: {'ex.spark.eu': 50, 'ex.spark.us': 50}",
     "service.py": "service calc: 3 requests, 1 error, last error '400:division by zero'",
+    "partitioned_groups.py": "handled 700 orders of 20 customers, in order per customer: True",
     "prometheus_exporter.py": 'jetstream_consume_total{context="billing",counter="delivered"} 100.0',
     "nats_context.py": "NATS_CONTEXT: connected to the context's server: True",
 }

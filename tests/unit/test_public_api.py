@@ -43,6 +43,10 @@ PUBLIC = {
         "KeyValueCodecError", "codecs",
         # issue 22: NATS contexts and the system client
         "NatsContext", "SystemClient",
+        # issue 21: partitioned consumer groups
+        "ConsumerGroupError", "ConsumerGroupNotFoundError", "GroupConsumeContext", "GroupMessagesContext",
+        "MemberMapping", "StaticGroup", "StaticGroupConfig", "partition_transform", "strip_partition",
+        "ElasticGroup", "ElasticGroupConfig", "ElasticMember", "PartitioningFilter",
     ],
     "jetstream_sync.kv.codecs": [
         "Base64Codec", "ChainCodec", "FuncCodec", "NoOpCodec", "PathCodec", "chain",
@@ -67,6 +71,7 @@ PUBLIC = {
         "KeyValueCodecError", "RespondError", "ServiceError", "SlowConsumerError", "StreamNotFoundError", "SubscribeError",
         "SubscriptionClosedError", "TimeoutError",
         "FeatureNotSupportedError", "FastBatchError", "BatchClosedError",
+        "ConsumerGroupError", "ConsumerGroupNotFoundError",
     ],
     "jetstream_sync.spark": [
         "DataLossError", "JetStreamDataSource", "PartitionIncompleteError", "PublishCounts", "SCHEMA",

@@ -9,6 +9,7 @@ Layers, lowest first; a module may import its own layer and those below:
     4 contexts consumer push ordered stream  the handles
       subscriptions subscribe core replies
     5 kv/ object_store/ services/ system/    features built on the handles
+      pcgroups/
     6 jetstream client                       the entry points that compose it all
     7 worker/ spark/ contrib/ _tools/        integrations and tools, the test kit
       testing/
@@ -36,7 +37,7 @@ LAYERS: Tuple[Tuple[str, ...], ...] = (
     ("_core",),
     ("_engines",),
     ("contexts", "consumer", "push", "ordered", "stream", "subscriptions", "subscribe", "core", "replies"),
-    ("kv", "object_store", "services", "system"),
+    ("kv", "object_store", "services", "system", "pcgroups"),
     ("jetstream", "client"),
     ("worker", "spark", "contrib", "_tools", "testing", "__main__", ""),
 )
