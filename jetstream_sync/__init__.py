@@ -280,7 +280,6 @@ __all__ = [
     # operations: NATS contexts (ADR-21) and the system client
     "NatsContext",
     "SystemClient",
-
     # partitioned consumer groups
     "ConsumerGroupError",
     "ConsumerGroupNotFoundError",

@@ -23,6 +23,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from .. import errors, options
+from .._core.logfields import log_fields
 from .._core.jsapi import JsApi
 from .._core.message import Msg
 from ..contexts import ConsumeContext
@@ -110,10 +111,10 @@ class ElasticMember:
                 consumer = make_consumer(g.api, g.work_stream, None, fields, "create")
         except errors.APIError as exc:
             if exc.err_code != WQ_NOT_UNIQUE:  # expected while members catch up with a change
-                log.warning("member %s could not create its consumer (retrying): %r", self.member, exc)
+                log.warning("member %s could not create its consumer (retrying): %r", self.member, exc, extra=log_fields(consumer=self.member))
             return
         except errors.JetStreamError as exc:
-            log.warning("member %s could not create its consumer (retrying): %r", self.member, exc)
+            log.warning("member %s could not create its consumer (retrying): %r", self.member, exc, extra=log_fields(consumer=self.member))
             return
         expires = max(self._ack_wait / 2, checks.MIN_PIN_TTL)
         self._inner = consumer.consume(self._handle, error_handler=self._error_handler, group=PRIORITY_GROUP,
@@ -186,7 +187,7 @@ class ElasticMember:
                 self.config = new
                 self._rebalance()
         except errors.JetStreamError as exc:  # stopped, or the connection went
-            log.debug("elastic member %s ended: %r", self.member, exc)
+            log.debug("elastic member %s ended: %r", self.member, exc, extra=log_fields(consumer=self.member))
         finally:
             self._stop_inner()
             self._watcher.stop()

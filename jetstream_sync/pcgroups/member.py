@@ -11,6 +11,7 @@ import threading
 from typing import Any, Callable, List, Optional, TypeVar, Union
 
 from .. import errors
+from .._core.logfields import log_fields
 from .._core.message import Msg
 from ..contexts import ConsumeContext, MessagesContext, PullStats
 from ..kv.bucket import KeyValue, KeyValueOp
@@ -56,7 +57,7 @@ class _Member:
             except errors.TimeoutError:
                 continue
             except errors.JetStreamError as exc:  # stopped, or the connection went: the member ends with it
-                log.debug("consumer group config watch of %s ended: %r", self.member, exc)
+                log.debug("consumer group config watch of %s ended: %r", self.member, exc, extra=log_fields(consumer=self.member))
                 return
             if entry is None:
                 continue
@@ -80,7 +81,7 @@ class _Member:
         except errors.ConsumerNotFoundError:
             pass
         except errors.JetStreamError as exc:
-            log.warning("could not delete the consumer of member %s: %r", self.member, exc)
+            log.warning("could not delete the consumer of member %s: %r", self.member, exc, extra=log_fields(consumer=self.member))
 
     def stop(self) -> None:
         """End delivery now (messages buffered and not handed out are NAK'd);
