@@ -18,7 +18,7 @@ from . import errors, options
 from .options import as_bytes
 from ._core.connection import Connection, Resource
 from ._core.message import Msg, WireMsg
-from ._core.publish import check_publish
+from ._core.publish import check_publish, known_subject
 from .replies import Replies
 from ._core.logfields import log_fields
 
@@ -107,6 +107,11 @@ class CoreClient:
         Bad arguments raise here, before anything is queued.
         """
         conn = self._conn
+        outbox = conn.outbox
+        if (data.__class__ is bytes and not reply and headers is None and timeout == 5.0
+                and subject.__class__ is str and known_subject(subject) and len(data) <= outbox.max_payload):
+            outbox.publish_plain(subject, data)  # the common case: every check already holds
+            return
         conn.check()
         payload = as_bytes(data)
         hdr = check_publish(conn, subject, payload, headers)
