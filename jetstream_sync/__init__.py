@@ -10,6 +10,7 @@ from .worker.signals import install_signal_handlers
 from .client import Client, connect
 from .core import Subscription
 from .options import DEFAULT
+from ._core.otel import instrument, uninstrument
 from ._engines.push import PushStats
 from .consumer import BaseConsumer, Consumer, PullConsumer
 from .contexts import ConsumeContext, FetchResult, MessagesContext, PullStats
@@ -148,6 +149,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "connect",
+    "instrument",
+    "uninstrument",
     "DEFAULT",
     "install_signal_handlers",
     "shared_client",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generator, List, Optional, Type
 from . import errors, options
 from ._engines.pull import FetchEngine, PullEngine, PullTarget
 from ._engines.receiver import Exhausted, PullStats, Receiver
+from ._core import otel
 from ._core.message import Msg
 from .options import FetchOptions
 from ._core.logfields import message_fields
@@ -211,7 +212,11 @@ class ConsumeContext(_Context):
                     receiver.call_error_handler(exc)
                     return
                 try:
-                    self._handler(msg)
+                    if (tr := otel.active) is None:
+                        self._handler(msg)
+                    else:
+                        with tr.process(msg):
+                            self._handler(msg)
                 except Exception as exc:
                     self._handler_failed(msg, exc)
                 finally:

@@ -18,6 +18,7 @@ from . import errors, options
 from .options import as_bytes
 from ._core.connection import Connection, Resource
 from ._core.message import Msg, WireMsg
+from ._core import otel
 from ._core.publish import check_publish, known_subject
 from .replies import Replies
 from ._core.logfields import log_fields
@@ -109,7 +110,8 @@ class CoreClient:
         conn = self._conn
         outbox = conn.outbox
         if (data.__class__ is bytes and not reply and headers is None and timeout == 5.0
-                and subject.__class__ is str and known_subject(subject) and len(data) <= outbox.max_payload):
+                and subject.__class__ is str and known_subject(subject) and len(data) <= outbox.max_payload
+                and otel.active is None):
             outbox.publish_plain(subject, data)  # the common case: every check already holds
             return
         conn.check()
@@ -120,6 +122,11 @@ class CoreClient:
             options.control_line(subject, reply)
         if timeout != 5.0:
             options.duration("timeout", timeout)
+        if (tr := otel.active) is not None:  # traced: through the headers path
+            with tr.send(subject, payload, headers, conn.max_payload) as (span, hdrs, block):
+                conn.outbox.publish(subject, payload, reply, hdrs, block, timeout)
+            span.end()
+            return
         conn.outbox.publish(subject, payload, reply, headers, hdr, timeout)
 
     def request(
@@ -145,6 +152,11 @@ class CoreClient:
         hdr = options.header_block(headers) if headers else b""
         options.control_line(subject, reply_room=conn.reply_room)
         options.payload_size(len(hdr) + len(payload), conn.max_payload)
+        if (tr := otel.active) is not None:  # traced: a CLIENT span around the round trip
+            with tr.send(subject, payload, headers, conn.max_payload, client=True) as (span, hdrs, block):
+                msg = conn.requester(WireMsg).publish_and_wait(subject, payload, hdrs, block, t)
+            span.end()
+            return msg  # type: ignore[no-any-return]
         # Pipelined like publish_async: one shared reply inbox, no task per call.
         return conn.requester(WireMsg).publish_and_wait(subject, payload, headers, hdr, t)  # type: ignore[no-any-return]
 

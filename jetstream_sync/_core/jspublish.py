@@ -16,6 +16,7 @@ from ..models import PubAck
 from ..options import DEFAULT, DefaultType, as_bytes
 from .connection import Connection
 from .fastbatch import FastBatch
+from . import otel
 from .features import require
 from .publish import check_publish, known_subject
 
@@ -74,6 +75,11 @@ class JsPublisher:
             subject, data, timeout, headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
             expected_last_msg_id, expected_last_subject_seq_subject, msg_ttl,
         )  # fmt: skip
+        if (tr := otel.active) is not None:  # traced: through the headers path, the span ends with the PubAck
+            with tr.send(subject, payload, hdrs, conn.max_payload) as (span, hdrs, hdr):
+                ack = conn.publisher().publish_and_wait(subject, payload, hdrs, hdr, t)
+            tr.puback(span, ack)
+            return ack  # type: ignore[no-any-return]
         # The same wire path as publish_async (no task per call).
         return conn.publisher().publish_and_wait(subject, payload, hdrs, hdr, t)  # type: ignore[no-any-return]
 
@@ -114,6 +120,7 @@ class JsPublisher:
             and msg_ttl is None
             and timeout is DEFAULT
             and known_subject(subject)
+            and otel.active is None
         ):  # the usual call: a subject already checked, bytes, no options (_prepare's checks, in short)
             conn = self._conn
             conn.check()
@@ -123,6 +130,11 @@ class JsPublisher:
             subject, data, timeout, headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
             expected_last_msg_id, expected_last_subject_seq_subject, msg_ttl,
         )  # fmt: skip
+        if (tr := otel.active) is not None:  # traced: the span ends when the Future resolves (PubAck or error)
+            with tr.send(subject, payload, hdrs, self._conn.max_payload) as (span, hdrs, hdr):
+                fut = self._conn.publisher().publish(subject, payload, hdrs, hdr, t)
+            tr.puback_future(span, fut)
+            return fut
         return self._conn.publisher().publish(subject, payload, hdrs, hdr, t)
 
     def _prepare(

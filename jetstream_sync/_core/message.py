@@ -18,6 +18,7 @@ from nats.aio.msg import Msg as _NatsMsg
 
 from .. import errors, options
 from .wire import built_in_place, parse_header_lines
+from . import otel
 
 if TYPE_CHECKING:  # pragma: no cover
     from .connection import Connection
@@ -200,6 +201,8 @@ class Msg:
             self._outbox()  # raises the specific error
         conn.outbox.put(self._reply, ACK)  # type: ignore[union-attr]
         self._acked = True
+        if (tr := otel.active) is not None:
+            tr.settled(self, False)
 
     def nak(self, delay: Optional[float] = None) -> None:
         """Negative ack: redeliver now, or after ``delay`` seconds (``-NAK {"delay": ns}``)."""
@@ -210,6 +213,8 @@ class Msg:
             self._terminal(NAK + b" " + json.dumps({"delay": int(d * 1e9)}).encode())
         if self._conn is not None:  # a later fetch waits until the server took it in
             self._conn.outbox.last_nak = time.monotonic()
+        if (tr := otel.active) is not None:
+            tr.settled(self, True)
 
     def in_progress(self) -> None:
         """Tell the server work is ongoing (``+WPI``), resetting AckWait. Repeatable."""
@@ -262,6 +267,8 @@ class Msg:
         conn = outbox.conn
         conn.run(conn.request(self._reply.decode(), ACK, t), t + 1.0)
         self._acked = True
+        if (tr := otel.active) is not None:
+            tr.settled(self, False)
 
     def _terminal(self, payload: bytes) -> None:
         # The hot path of every ack: checks inline, one call into the outbox.

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional
 import janus
 
 from .. import errors
+from .._core import otel
 from .._core.connection import Resource
 from .._core.message import NAK, Msg, reply_bytes
 from .._core.logfields import log_fields
@@ -181,8 +182,13 @@ class Receiver(Resource):
                 if not n % _PACE_RUN:
                     with self._lock:
                         self._pace()
+                if (tr := otel.active) is not None:
+                    tr.received(msg)
                 return msg
-        return self._take(timeout, credit)
+        msg = self._take(timeout, credit)
+        if (tr := otel.active) is not None:
+            tr.received(msg)
+        return msg
 
     def _take(self, timeout: Optional[float], credit: bool) -> Msg:
         """The next message, waiting up to ``timeout`` (None: no limit) for the

@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import errors, options
 from .._core.connection import Connection, Resource
+from .._core import otel
 from .._core.message import Msg, WireMsg
 from .model import EndpointInfo, EndpointStats, ServiceInfo, ServiceStats, VERBS, control_subjects, to_json
 from .pool import WorkerPool
@@ -254,7 +255,11 @@ class Service(ServiceGroup):
         start = time.perf_counter_ns()
         raised = ""  # "code:description" of an exception, counted even when the answer was sent before it
         try:
-            ep.handler(req)
+            if (tr := otel.active) is None:
+                ep.handler(req)
+            else:
+                with tr.process(msg):
+                    ep.handler(req)
         except errors.ServiceError as exc:
             raised = f"{exc.code}:{exc.description}"
             self._answer_error(req, exc.code, exc.description, exc.data)

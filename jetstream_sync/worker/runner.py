@@ -27,6 +27,7 @@ from ..client import Client, connect
 from .._core.connection import check_servers, redact_url
 from .signals import catch_signals
 from ..contexts import MessagesContext
+from .._core import otel
 from .._core.message import Msg
 from .._core.logfields import log_fields, message_fields
 
@@ -349,7 +350,11 @@ class Worker:
         ok = False
         try:
             with self._around() if self._around is not None else contextlib.nullcontext():
-                result = self._handler(msg)
+                if (tr := otel.active) is None:
+                    result = self._handler(msg)
+                else:
+                    with tr.process(msg):
+                        result = self._handler(msg)
             ok = not _body_not_run(result)
             if not ok:
                 _log.error(

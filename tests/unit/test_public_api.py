@@ -43,6 +43,8 @@ PUBLIC = {
         "KeyValueCodecError", "codecs",
         # issue 22: NATS contexts and the system client
         "NatsContext", "SystemClient",
+        # issue 22: OpenTelemetry
+        "instrument", "uninstrument",
         # issue 21: partitioned consumer groups
         "ConsumerGroupError", "ConsumerGroupNotFoundError", "GroupConsumeContext", "GroupMessagesContext",
         "MemberMapping", "StaticGroup", "StaticGroupConfig", "partition_transform", "strip_partition",

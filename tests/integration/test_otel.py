@@ -1,0 +1,264 @@
+"""OpenTelemetry (issue 22): a trace started in a Flask request handler that
+publishes is continued by a worker's handler; spans and attributes follow the
+messaging conventions; off by default, and uninstrument() restores."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from typing import Any, Dict, Iterator, List, Tuple
+
+import pytest
+
+import jetstream_sync as jss
+
+from ..helpers import wait_until
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry import trace  # noqa: E402
+from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+Kind = trace.SpanKind
+
+
+class Otel:
+    def __init__(self) -> None:
+        self.exporter = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+        self.tracer = self.tracer_provider.get_tracer("app")
+
+    def spans(self, name_prefix: str = "") -> List[Any]:
+        return [s for s in self.exporter.get_finished_spans() if s.name.startswith(name_prefix)]
+
+    def counters(self) -> Dict[str, int]:
+        out: Dict[str, int] = {}
+        data = self.reader.get_metrics_data()
+        for rm in data.resource_metrics if data else []:
+            for sm in rm.scope_metrics:
+                for m in sm.metrics:
+                    out[m.name] = sum(p.value for p in m.data.data_points)
+        return out
+
+
+@pytest.fixture
+def otel() -> Iterator[Otel]:
+    o = Otel()
+    jss.instrument(tracer_provider=o.tracer_provider, meter_provider=o.meter_provider)
+    try:
+        yield o
+    finally:
+        jss.uninstrument()
+
+
+class Running:
+    def __init__(self, worker: jss.Worker) -> None:
+        self.status = None
+        self.thread = threading.Thread(target=lambda: setattr(self, "status", worker.run()), daemon=True)
+        self.thread.start()
+
+    def wait(self, timeout: float) -> Any:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive()
+        return self.status
+
+
+def test_a_flask_request_trace_is_continued_by_a_worker_handler(otel, nc, js, stream, subj, cons):
+    flask = pytest.importorskip("flask")
+    app = flask.Flask("orders")
+
+    @app.post("/orders")
+    def create_order() -> Tuple[str, int]:
+        with otel.tracer.start_as_current_span("POST /orders", kind=Kind.SERVER):
+            js.publish(subj, b"order-1", msg_id="order-1")
+        return "queued", 202
+
+    assert app.test_client().post("/orders").status_code == 202
+
+    handled: List[Tuple[Any, Any]] = []
+
+    def handler(msg: jss.Msg) -> None:
+        handled.append((msg, trace.get_current_span().get_span_context()))
+
+    worker = jss.Worker(handler, client=nc, stream=stream.name, consumer=cons.name, stats_interval=None)
+    run = Running(worker)
+    wait_until(lambda: handled and otel.spans("process "))
+    worker.stop()
+    assert run.wait(10) == 0
+
+    (request,) = otel.spans("POST /orders")
+    (send,) = otel.spans(f"send {subj}")
+    (process,) = otel.spans(f"process {subj}")
+    (receive,) = otel.spans(f"receive {subj}")
+    trace_id = request.context.trace_id
+    assert {s.context.trace_id for s in (request, send, process)} == {trace_id}  # one trace
+    # (the receive span is in the consumer's own context: linked, not parented, as the conventions say)
+    # publish: a PRODUCER child of the request span, ended with the PubAck
+    assert send.kind == Kind.PRODUCER and send.parent.span_id == request.context.span_id
+    assert send.attributes["messaging.system"] == "nats"
+    assert send.attributes["messaging.destination.name"] == subj
+    assert send.attributes["messaging.operation.type"] == "send"
+    assert send.attributes["messaging.message.id"] == "order-1"
+    assert send.attributes["messaging.nats.stream"] == stream.name
+    assert send.attributes["messaging.nats.stream.sequence"] == 1
+    # the worker's handler ran inside a CONSUMER "process" span, child of and linked to the publish
+    assert process.kind == Kind.CONSUMER and process.parent.span_id == send.context.span_id
+    assert [link.context.span_id for link in process.links] == [send.context.span_id]
+    assert handled[0][1].span_id == process.context.span_id  # current in the handler
+    attrs = process.attributes
+    assert attrs["messaging.operation.type"] == "process"
+    assert attrs["messaging.nats.stream"] == stream.name and attrs["messaging.consumer.group.name"] == cons.name
+    assert attrs["messaging.nats.stream.sequence"] == 1 and attrs["messaging.nats.consumer.sequence"] == 1
+    assert attrs["messaging.nats.delivery_count"] == 1 and attrs["messaging.message.id"] == "order-1"
+    # the receive span (the message handed out by messages()) links to the publish
+    assert receive.kind == Kind.CONSUMER and [lk.context.span_id for lk in receive.links] == [send.context.span_id]
+    # the traceparent travelled in the headers, next to the user's
+    headers = handled[0][0].headers
+    assert headers["Nats-Msg-Id"] == "order-1"
+    assert headers["traceparent"].split("-")[1:3] == [f"{trace_id:032x}", f"{send.context.span_id:016x}"]
+    wait_until(lambda: otel.counters().get("messaging.nats.acked.messages") == 1)
+    counts = otel.counters()
+    assert counts["messaging.client.sent.messages"] == 1 and counts["messaging.client.consumed.messages"] == 1
+
+
+def test_next_fetch_and_consume_continue_the_trace(otel, js, subj, cons):
+    with otel.tracer.start_as_current_span("batch"):
+        for i in range(3):
+            js.publish(subj, b"%d" % i)
+    sends = otel.spans("send ")
+    assert len(sends) == 3
+    msg = cons.next(timeout=5)
+    msg.nak()
+    fetched = list(cons.fetch(3, expires=5))  # the other two and the nak'd one again
+    assert sorted(m.metadata.num_delivered for m in fetched) == [1, 1, 2]
+    for m in fetched:
+        m.ack()
+    receives = otel.spans("receive ")
+    assert len(receives) == 4
+    send_ids = {s.context.span_id for s in sends}
+    for r in receives:
+        assert r.kind == Kind.CONSUMER and r.attributes["messaging.operation.type"] == "receive"
+        assert {lk.context.span_id for lk in r.links} <= send_ids and len(r.links) == 1
+    assert sorted(r.attributes["messaging.nats.delivery_count"] for r in receives) == [1, 1, 1, 2]
+    counts = otel.counters()
+    assert counts["messaging.client.consumed.messages"] == 4
+    assert counts["messaging.nats.redelivered.messages"] == 1 and counts["messaging.nats.naked.messages"] == 1
+
+    seen: List[Any] = []
+    cc = cons.consume(lambda m: (seen.append(trace.get_current_span().get_span_context()), m.ack()))
+    try:
+        js.publish(subj, b"late")
+        wait_until(lambda: seen)
+    finally:
+        cc.stop()
+    process = otel.spans("process ")[-1]
+    assert seen[0].span_id == process.context.span_id
+    assert process.parent.span_id == otel.spans("send ")[-1].context.span_id
+
+
+def test_publish_async_span_ends_with_the_puback(otel, js, stream, subj):
+    futs = [js.publish_async(subj, b"x") for _ in range(3)]
+    acks = [f.result(timeout=5) for f in futs]
+    wait_until(lambda: len(otel.spans("send ")) == 3)
+    seqs = sorted(s.attributes["messaging.nats.stream.sequence"] for s in otel.spans("send "))
+    assert seqs == sorted(a.seq for a in acks)
+    assert all(s.kind == Kind.PRODUCER for s in otel.spans("send "))
+
+
+def test_core_publish_and_request_carry_the_trace(otel, nc):
+    sub = nc.subscribe("otel.core")
+    nc.publish("otel.core", b"hi")
+    msg = sub.next_msg(timeout=5)
+    (send,) = otel.spans("send otel.core")
+    assert send.kind == Kind.PRODUCER
+    assert msg.headers["traceparent"].split("-")[2] == f"{send.context.span_id:016x}"
+
+    replier = nc.subscribe("otel.svc", cb=lambda m: nc.publish(m.reply, m.headers["traceparent"].encode()))
+    try:
+        reply = nc.request("otel.svc", b"q", timeout=5)
+    finally:
+        replier.unsubscribe()
+    (req,) = otel.spans("send otel.svc")
+    assert req.kind == Kind.CLIENT and req.attributes["messaging.destination.name"] == "otel.svc"
+    assert reply.data.decode().split("-")[2] == f"{req.context.span_id:016x}"
+    sub.unsubscribe()
+
+
+def test_off_by_default_and_uninstrument_restores(nc, js, subj, cons):
+    o = Otel()
+    trace_provider_spans = o.exporter
+    js.publish(subj, b"plain")  # never instrumented: no headers added
+    assert cons.next(timeout=5).headers is None
+    jss.instrument(tracer_provider=o.tracer_provider, meter_provider=o.meter_provider)
+    jss.uninstrument()
+    with o.tracer.start_as_current_span("outer"):
+        js.publish(subj, b"after")
+        nc.publish(subj, b"core")
+    for _ in range(2):
+        msg = cons.next(timeout=5)
+        assert msg.headers is None
+    assert [s.name for s in trace_provider_spans.get_finished_spans()] == ["outer"]
+
+
+def test_bad_input_raises_before_anything_is_sent_when_traced(otel, js, subj):
+    with pytest.raises(jss.errors.InvalidOptionError):
+        js.publish(subj, b"x", headers={"bad key": "v"})
+    assert otel.spans() == []
+
+
+def test_importing_the_package_does_not_import_opentelemetry():
+    code = "import sys, jetstream_sync; assert not any(m.startswith('opentelemetry') for m in sys.modules)"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_push_and_ordered_consumers_hand_out_linked_receive_spans(otel, js, stream, subj):
+    js.publish(subj, b"one")
+    (send,) = otel.spans("send ")
+    p = stream.create_consumer(durable_name="p", deliver_subject=f"deliver.{stream.name}.p", ack_policy="explicit")
+    with p.messages() as ctx:
+        msg = ctx.next(timeout=5)
+        msg.ack()
+    with stream.ordered_consumer().messages() as ctx:
+        ctx.next(timeout=5)
+    receives = otel.spans("receive ")
+    assert len(receives) == 2
+    for r in receives:
+        assert [lk.context.span_id for lk in r.links] == [send.context.span_id]
+        assert r.attributes["messaging.nats.stream"] == stream.name
+
+
+def test_a_service_handler_runs_in_a_process_span_under_the_request(otel, nc):
+    svc = nc.add_service("otelsvc", "1.0.0")
+    seen: List[Any] = []
+
+    def handler(req: Any) -> None:
+        seen.append(trace.get_current_span().get_span_context())
+        req.respond(b"ok")
+
+    svc.add_endpoint("h", handler, subject="otelsvc.h")
+    try:
+        with otel.tracer.start_as_current_span("caller"):
+            assert nc.request("otelsvc.h", b"q", timeout=5).data == b"ok"
+    finally:
+        svc.stop()
+    (req,) = otel.spans("send otelsvc.h")
+    wait_until(lambda: otel.spans("process otelsvc.h"))
+    (process,) = otel.spans("process otelsvc.h")
+    assert process.parent.span_id == req.context.span_id and process.context.trace_id == req.context.trace_id
+    assert seen[0].span_id == process.context.span_id
+
+
+def test_a_failed_request_ends_its_span_with_an_error(otel, nc):
+    with pytest.raises(jss.NoRespondersError):
+        nc.request("otel.nobody", b"q", timeout=2)
+    (span,) = otel.spans("send otel.nobody")
+    assert span.status.status_code == trace.StatusCode.ERROR
+    assert [e.name for e in span.events] == ["exception"]
