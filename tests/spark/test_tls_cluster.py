@@ -54,6 +54,18 @@ def tls_cluster(tmp_path) -> Iterator[Dict[str, object]]:
             node.cleanup()
 
 
+def _placed(js) -> bool:
+    try:
+        js.create_stream(name="TLSOUT", subjects=["tlsout.>"], num_replicas=3)
+    except (jss.TimeoutError, jss.NoRespondersError):
+        return False
+    except jss.APIError as exc:
+        if exc.err_code in (10005, 10008):  # peers not all known yet; no JetStream cluster yet
+            return False
+        raise
+    return True
+
+
 def _options(cluster: Dict[str, object], password: str = PASSWORD) -> Dict[str, str]:
     """The CA and client certificate as PEM texts, the encrypted key as a file."""
     files = cluster["files"]
@@ -72,7 +84,10 @@ def test_publish_partition_write_and_read_over_mutual_tls_with_a_password_on_a_c
     options = _options(tls_cluster)
     with jss.connect(**connect_options(options)) as nc:  # the same parser, in the test process
         js = nc.jetstream()
-        js.create_stream(name="TLSOUT", subjects=["tlsout.>"], num_replicas=3)
+        # A fresh cluster answers before its meta group knows every peer
+        # ("no suitable peers for placement", 10005): creating the same stream
+        # again is idempotent, so retry until it is placed.
+        wait_until(lambda: _placed(js), timeout=60, interval=0.2)
         wait_until(lambda: js.stream_info("TLSOUT").cluster.leader, timeout=30)
         try:
             df = spark.range(10_000).repartition(4).selectExpr("CAST(id AS STRING) AS data", "concat('id-', id) AS msg_id")
