@@ -48,16 +48,17 @@ WRITE_STREAM = "df.writeStream"
 _SOURCE = ("stream", "subjects", "startingOffsets", "startingTime", "minPartitions", "failOnDataLoss",
            "includeHeaders", "fetchBatch", "fetchTimeout")  # fmt: skip
 _SINK = ("subject", "publishTimeout", "msgIdPrefix")
+_CONSUMER = ("consumer", "createConsumer", "ackWait")  # consumer mode: streaming reads only
 # Every option of each role, in its documented spelling.
 KNOWN_OPTIONS: Dict[str, Tuple[str, ...]] = {
     READ: CONNECTION_OPTIONS + _SOURCE + ("endingOffsets",),
-    READ_STREAM: CONNECTION_OPTIONS + _SOURCE + ("maxOffsetsPerTrigger",),
+    READ_STREAM: CONNECTION_OPTIONS + _SOURCE + ("maxOffsetsPerTrigger",) + _CONSUMER,
     WRITE: CONNECTION_OPTIONS + _SINK,
     # Spark hands a streaming sink the query's checkpointLocation and queryName as options.
     WRITE_STREAM: CONNECTION_OPTIONS + _SINK + ("checkpointLocation", "queryName"),
     HELPER_ROLE: CONNECTION_OPTIONS,
 }
-KNOWN_OPTIONS[ANY_READ] = KNOWN_OPTIONS[READ] + ("maxOffsetsPerTrigger",)
+KNOWN_OPTIONS[ANY_READ] = KNOWN_OPTIONS[READ] + ("maxOffsetsPerTrigger",) + _CONSUMER
 _ROLES = (READ, READ_STREAM, WRITE, WRITE_STREAM)  # what the messages name as another role's
 
 # "earliest", "latest" (resolved when read), or a stream sequence.
@@ -177,6 +178,10 @@ class ReadOptions:
     fetch_batch: int  # messages per pull, default 1000
     fetch_timeout: float  # seconds without a message before asking the server, default 10
     connection: ConnectionSettings
+    # Consumer mode (readStream only): the durable pull consumer to read through, or None.
+    consumer: Optional[str] = None
+    create_consumer: bool = False  # createConsumer: create it (explicit acks) if missing; default false
+    ack_wait: float = 30.0  # ackWait: seconds, the AckWait of a consumer created here; default 30
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: Optional[bool]) -> "ReadOptions":
@@ -190,6 +195,8 @@ class ReadOptions:
         given = [s.strip() for s in o.get("subjects", "").split(",") if s.strip()]
         subjects = tuple(subject(s, what="subjects", wildcards=True) for s in given)
         starting = o.get("startingoffsets", "latest" if streaming else "earliest")
+        consumer = name("consumer", o["consumer"]) if "consumer" in o else None
+        _check_consumer_mode(o, consumer)
         return cls(
             stream=stream,
             subjects=subjects,
@@ -203,7 +210,35 @@ class ReadOptions:
             fetch_batch=text_count("fetchBatch", o.get("fetchbatch"), 1000) or 1000,
             fetch_timeout=duration_text("fetchTimeout", o.get("fetchtimeout"), 10.0),
             connection=connection_from(o),
+            consumer=consumer,
+            create_consumer=text_flag("createConsumer", o.get("createconsumer"), False),
+            ack_wait=duration_text("ackWait", o.get("ackwait"), 30.0),
         )
+
+
+# Options that place a sequence-range read: the consumer's own position replaces them.
+_RANGE_ONLY = {"startingoffsets": "startingOffsets", "startingtime": "startingTime", "failondataloss": "failOnDataLoss"}
+
+
+def _check_consumer_mode(o: Mapping[str, str], consumer: Optional[str]) -> None:
+    """Consumer mode takes no sequence-range option, and its own options need ``consumer``."""
+    if consumer is None:
+        for key, shown in (("createconsumer", "createConsumer"), ("ackwait", "ackWait")):
+            if key in o:
+                raise errors.InvalidOptionError(f"option '{shown}' needs option 'consumer' (the durable consumer to read through)")
+        return
+    for key, shown in _RANGE_ONLY.items():
+        if key in o:
+            raise errors.InvalidOptionError(
+                f"option '{shown}' is not used with option 'consumer': the consumer's ack floor is where a read starts"
+            )
+    if "subjects" in o and not text_flag("createConsumer", o.get("createconsumer"), False):
+        raise errors.InvalidOptionError(
+            "option 'subjects' with option 'consumer' needs createConsumer=true (it is the filter of the consumer "
+            "created); an existing consumer reads through its own filter"
+        )
+    if "ackwait" in o and not text_flag("createConsumer", o.get("createconsumer"), False):
+        raise errors.InvalidOptionError("option 'ackWait' needs createConsumer=true: an existing consumer keeps its own")
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from pyspark.sql.types import (
 from ..errors import InvalidOptionError
 from ..options.spark import ReadOptions, WriteOptions, check_names
 from ._clients import shared_client
+from ._consume import DEFAULT_BATCH, ConsumerModeError, PulledBatch, Rows, ack, ensure_consumer, pull, rows_arrow
 from ._read import SeqRange, bounds, check_loss, read_range_arrow, resolve, seq_at_time, split
 from ._write import PublishCounts, publish_rows, row_fields
 from .._core.logfields import log_fields
@@ -104,8 +105,9 @@ class JetStreamDataSource(DataSource):
     def reader(self, schema: StructType) -> "BatchReader":
         return BatchReader(ReadOptions.parse(self.options, streaming=False))
 
-    def streamReader(self, schema: StructType) -> "StreamReader":
-        return StreamReader(ReadOptions.parse(self.options, streaming=True))
+    def streamReader(self, schema: StructType) -> "DataSourceStreamReader":
+        opts = ReadOptions.parse(self.options, streaming=True)
+        return ConsumerStreamReader(opts) if opts.consumer else StreamReader(opts)
 
     def writer(self, schema: StructType, overwrite: bool) -> "BatchWriter":
         opts = WriteOptions.parse(self.options, streaming=False)
@@ -210,6 +212,121 @@ class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def stop(self) -> None:
         """Nothing to release: the shared client belongs to the process."""
+
+
+@dataclass
+class RowsPartition(InputPartition):
+    """Consumer mode: the rows of one partition of a micro-batch, pulled by the driver."""
+
+    rows: Rows
+
+
+class ConsumerStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Consumer mode (``.option("consumer", name)``): each micro-batch is
+    pulled on the driver through the durable pull consumer, travels to the
+    executors in its partitions, and is acked once Spark has committed it.
+
+    Offsets are ``{"stream": S, "consumer": C, "delivered": N}``: the
+    consumer's delivery sequence of the batch's last message (monotonic,
+    redeliveries included). The acks: Spark calls ``latestOffset(start)``
+    only after every batch up to ``start`` is written and in its commit log,
+    and ``commit(end)`` later still; each acks the batches this process
+    pulled that end at or before that offset. Nothing is acked otherwise: a
+    batch that fails, or a query stopped before its commit, is redelivered by
+    the server after the consumer's AckWait (at-least-once; the ``seq``
+    column is the dedup key of an idempotent sink).
+    """
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self._cons: Optional[Any] = None
+        self._batches: Dict[int, PulledBatch] = {}  # by end offset: pulled, not yet acked
+        self._unplanned: Optional["tuple[int, PulledBatch]"] = None  # (start, batch) from latestOffset
+        self._left: Optional[int] = None  # availableNow: messages still to pull
+
+    def _consumer(self) -> Any:
+        if self._cons is None:
+            self._cons = ensure_consumer(self.opts)
+        return self._cons
+
+    def _offset(self, delivered: int) -> Dict[str, Any]:
+        return {"stream": self.opts.stream, "consumer": self.opts.consumer, "delivered": delivered}
+
+    def _delivered(self, offset: Dict[str, Any]) -> int:
+        if offset.get("consumer") != self.opts.consumer or "delivered" not in offset:
+            raise ConsumerModeError(
+                f"the checkpoint's offset {offset} is not of consumer {self.opts.consumer!r}: "
+                "a checkpoint belongs to one mode and one consumer; start the query with a new checkpointLocation"
+            )
+        return int(offset["delivered"])
+
+    def initialOffset(self) -> Dict[str, Any]:
+        info = self._consumer().info()
+        return self._offset(info.delivered.consumer_seq if info.delivered else 0)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.opts.max_offsets_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        info = self._consumer().info()
+        self._left = info.num_pending + info.num_ack_pending  # what is there now, redeliveries included
+
+    def _limit(self, limit: Optional[ReadLimit]) -> int:
+        n = limit.max_rows if isinstance(limit, ReadMaxRows) else (self.opts.max_offsets_per_trigger or DEFAULT_BATCH)
+        return min(n, self._left) if self._left is not None else n
+
+    def _pull(self, after: int, limit: Optional[ReadLimit]) -> Optional[PulledBatch]:
+        n = self._limit(limit)
+        batch = pull(self._consumer(), self.opts, n, after) if n > 0 else None
+        if batch is not None and self._left is not None:
+            self._left -= len(batch.replies)
+        return batch
+
+    def latestOffset(self, start: Dict[str, Any], limit: ReadLimit) -> Dict[str, Any]:
+        begin = self._delivered(start)
+        self._ack_through(begin, "batches written")  # everything up to start is in Spark's commit log
+        if self._unplanned is not None and self._unplanned[0] == begin:
+            return self._offset(self._unplanned[1].end)
+        batch = self._pull(begin, limit)
+        if batch is None:
+            return self._offset(begin)
+        self._unplanned = (begin, batch)
+        return self._offset(batch.end)
+
+    def partitions(self, start: Dict[str, Any], end: Dict[str, Any]) -> Sequence[InputPartition]:
+        begin, stop = self._delivered(start), self._delivered(end)
+        if self._unplanned is not None and self._unplanned[1].end == stop:
+            batch: Optional[PulledBatch] = self._unplanned[1]
+            self._unplanned = None
+        elif stop in self._batches:
+            batch = self._batches[stop]  # planned again: the same rows
+        else:
+            # A batch from the offset log that this process did not pull (a
+            # restart replays the last uncommitted one): its messages come back
+            # after AckWait; pull what is there now, as many as it had at most.
+            batch = self._pull(begin, ReadMaxRows(max(stop - begin, 0)))
+        if batch is None:
+            return [RowsPartition(Rows(self.opts.stream))]
+        self._batches[stop] = batch
+        return [RowsPartition(rows) for rows in batch.rows]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return rows_arrow(partition.rows, _arrow_schema())  # type: ignore[attr-defined]
+
+    def commit(self, end: Dict[str, Any]) -> None:
+        """Ack the messages of every batch up to ``end``: Spark has committed them."""
+        self._ack_through(self._delivered(end), "batches committed")
+
+    def _ack_through(self, delivered: int, what: str) -> None:
+        done = sorted(k for k in self._batches if k <= delivered)
+        if not done:
+            return
+        replies = [r for k in done for r in self._batches.pop(k).replies]
+        ack(shared_client(self.opts.connection), replies, f"{what} through delivery {delivered}")
+
+    def stop(self) -> None:
+        """Nothing acked: batches not committed come back after the consumer's AckWait."""
 
 
 @dataclass

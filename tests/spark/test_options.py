@@ -56,6 +56,8 @@ MISSPELLED = [
     ("readStream.load", {"startingOffset": "earliest"}, "startingOffsets"),
     ("readStream.load", {"maxOffsetPerTrigger": "100"}, "maxOffsetsPerTrigger"),
     ("readStream.load", {"maxOffsetsPerTriger": "100"}, "maxOffsetsPerTrigger"),
+    ("readStream.load", {"consumr": "jobs"}, "consumer"),
+    ("readStream.load", {"createConsumers": "true", "consumer": "jobs"}, "createConsumer"),
     ("save", {"subjects": "out.x"}, "subject"),
     ("save", {"publishTimout": "5"}, "publishTimeout"),
     ("writeStream first batch", {"subjects": "out.x"}, "subject"),

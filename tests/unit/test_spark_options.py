@@ -60,6 +60,10 @@ MISSPELLED = [
     (WRITE, "subjects", "subject"),
     (WRITE, "publishTimout", "publishTimeout"),
     (WRITE_STREAM, "msgIdPrefx", "msgIdPrefix"),
+    (READ_STREAM, "consumr", "consumer"),
+    (READ_STREAM, "createConsumers", "createConsumer"),
+    (READ_STREAM, "ackWiat", "ackWait"),
+    (READ, "consumers", "consumer"),  # and it says it is a streaming option
 ]
 
 
@@ -157,6 +161,38 @@ BAD_VALUES = [
 def test_every_parse_error_names_its_option(options, message):
     with pytest.raises(jss.InvalidOptionError, match=message):
         ReadOptions.parse({**SOURCE, **{k.lower(): v for k, v in options.items()}}, False)
+
+
+# Consumer mode (readStream): each refused option, and why.
+CONSUMER_MODE = [
+    ({"consumer": "A.B"}, r"consumer name must not contain"),
+    ({"consumer": "c", "createConsumer": "perhaps"}, r"createConsumer='perhaps': expected true or false"),
+    ({"consumer": "c", "createConsumer": "true", "ackWait": "soon"}, r"ackWait must be a number of seconds"),
+    ({"consumer": "c", "createConsumer": "true", "ackWait": "0"}, r"ackWait"),
+    ({"createConsumer": "true"}, r"option 'createConsumer' needs option 'consumer'"),
+    ({"ackWait": "5"}, r"option 'ackWait' needs option 'consumer'"),
+    ({"consumer": "c", "ackWait": "5"}, r"option 'ackWait' needs createConsumer=true"),
+    ({"consumer": "c", "subjects": "a.>"}, r"option 'subjects' with option 'consumer' needs createConsumer=true"),
+    ({"consumer": "c", "startingOffsets": "earliest"}, r"option 'startingOffsets' is not used with option 'consumer'"),
+    ({"consumer": "c", "startingTime": "0"}, r"option 'startingTime' is not used with option 'consumer'"),
+    ({"consumer": "c", "failOnDataLoss": "false"}, r"option 'failOnDataLoss' is not used with option 'consumer'"),
+]
+
+
+@pytest.mark.parametrize("options,message", CONSUMER_MODE, ids=[",".join(o) for o, _ in CONSUMER_MODE])
+def test_consumer_mode_option_checks(options, message):
+    with pytest.raises(jss.InvalidOptionError, match=message):
+        ReadOptions.parse({**SOURCE, **{k.lower(): v for k, v in options.items()}}, True)
+
+
+def test_consumer_mode_options_are_for_readstream_only_and_parse():
+    with pytest.raises(jss.InvalidOptionError, match=r"unknown option 'consumer' for spark.read .*spark.readStream only"):
+        ReadOptions.parse({**SOURCE, "consumer": "c"}, False)
+    o = ReadOptions.parse({**SOURCE, "consumer": "c", "createconsumer": "TRUE", "ackwait": "2.5", "subjects": "a.>"}, True)
+    assert (o.consumer, o.create_consumer, o.ack_wait, o.subjects) == ("c", True, 2.5, ("a.>",))
+    o = ReadOptions.parse({**SOURCE, "consumer": "c"}, None)
+    assert (o.consumer, o.create_consumer, o.ack_wait) == ("c", False, 30.0)
+    assert ReadOptions.parse(SOURCE, True).consumer is None
 
 
 def test_parsed_values():
