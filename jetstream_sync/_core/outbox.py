@@ -174,10 +174,10 @@ class AckOutbox(Batcher):
         before, bytes within ``max_payload``, no reply, no headers, the
         default wait for room (5 s)."""
         if self.conn.fast:
-            command: Any = b"PUB %s %d\r\n%s\r\n" % (encoded(subject), len(payload), payload)
+            command = b"PUB %s %d\r\n%s\r\n" % (encoded(subject), len(payload), payload)
             self.put_publish(command, len(command), 5.0)
-        else:
-            self.put_publish((subject, payload, "", None), len(payload) + len(subject) + 32, 5.0)
+        else:  # not a hot path: the general one serves
+            self.publish(subject, payload, "", None, b"", 5.0)
 
     def put_publish(self, command: Any, size: int, timeout: float) -> None:
         """Queue one core publish of ``size`` bytes on the wire (checked by
