@@ -89,8 +89,10 @@ async def send_acks_confirmed(conn: OrderedConnection, timeout: float) -> None:
     confirm = set(last.values())
     plain = [item for i, item in enumerate(items) if i not in confirm]
     if plain:
-        outbox.put_many(plain)  # put_many sends at once, ahead of the requests below
-        outbox.send_now()
+        outbox.put_many(plain)
+        # Sent before the requests below, in both modes: without the fast paths
+        # send_now() only starts a task, and the last ack's request overtook it.
+        await outbox.send_queued()
     nc = conn.nats_client()
     requests = [nc.request(subject_str(items[i][0]), bytes(items[i][1]), timeout=timeout)  # acks: bytes already
                 for i in sorted(confirm)]

@@ -224,7 +224,6 @@ class AsyncPublisher(Batcher):
         self._cond = threading.Condition(self._lock)  # entered as _lock where nobody waits (no Python-level __enter__)
         self._waiters = 0
         self._setup_lock = threading.Lock()
-        self._slow_turn: Optional[asyncio.Lock] = None  # without the fast paths: one batch at a time (loop thread)
         self._sent = threading.Event()  # set by each send of the queue (see queued())
         speedups = load_speedups()
         # The C accelerator's batch send and PubAck reader, where it is built.
@@ -443,16 +442,12 @@ class AsyncPublisher(Batcher):
         return batch
 
     async def _publish_each(self) -> None:
-        """Without the fast paths: one nats-py publish per message. Each
-        scheduled send is a task and they yield, so one at a time: a later
-        batch never goes out before an earlier one."""
-        if self._slow_turn is None:
-            self._slow_turn = asyncio.Lock()
-        async with self._slow_turn:
-            with self._lock:
-                queue, self._queue = self._queue, collections.deque()
-            await self.conn.outbox.send_queued()  # acks and core publishes queued before these go first
-            await self._publish_batch(queue)
+        """Without the fast paths: one nats-py publish per message (Batcher
+        runs one of these at a time)."""
+        with self._lock:
+            queue, self._queue = self._queue, collections.deque()
+        await self.conn.outbox.send_queued()  # acks and core publishes queued before these go first
+        await self._publish_batch(queue)
 
     async def _publish_batch(self, queue: Deque[PubAckFuture]) -> None:
         nc = self.conn.nc

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from typing import Any, Deque, Dict
+from typing import Any, Deque, Dict, Optional
 
 from nats.aio.client import Client as _NatsClient
 
@@ -130,6 +130,7 @@ class Batcher:
         self._scheduled = False  # a send is scheduled on the loop
         self._timer = False  # a delayed send is armed
         self.sent_at = 0.0  # monotonic time of the last send (loop thread)
+        self._turn: Optional[asyncio.Lock] = None  # without the fast paths: one drainer at a time
 
     def queued(self) -> None:
         """After an append: schedule a send if one is due."""
@@ -162,7 +163,15 @@ class Batcher:
             if self.conn.fast:
                 self._send(self._queue)
             else:
-                self._lt.loop.create_task(self._publish_each())
+                self._lt.loop.create_task(self._publish_in_turn())
+
+    async def _publish_in_turn(self) -> None:
+        """Without the fast paths each send is a task, and nats-py's publish
+        may yield: one drainer at a time, or a later one overtakes."""
+        if self._turn is None:
+            self._turn = asyncio.Lock()
+        async with self._turn:
+            await self._publish_each()
 
     def _send(self, queue: Deque[Any]) -> None:
         raise NotImplementedError
@@ -180,4 +189,4 @@ class Batcher:
         if self.conn.fast:
             self._send_now()
         else:
-            await self._publish_each()
+            await self._publish_in_turn()
