@@ -129,7 +129,9 @@ def test_acceptance_elastic_sigkill_and_a_member_added_later(js, server):
     def read() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            proc_lines.append(line.split())
+            # SIGKILL can cut the last line mid-write: a line without its newline is partial
+            if line.endswith("\n") and line.strip():
+                proc_lines.append(line.split())
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
