@@ -3,6 +3,7 @@
     git worktree add /tmp/old <commit>
     python benchmarks/ab.py consume --old /tmp/old [--rounds 5] [-n 30000]
     python benchmarks/ab.py publish --old /tmp/old [--rounds 5] [-n 30000] [--no-read]
+    python benchmarks/ab.py blocking --old /tmp/old [--rounds 5] [-n 3000] [--threads 1|8] [--request]
 
 Each round runs both codes in turn (alternating who goes first), each in a fresh process importing its own
 ``jetstream_sync`` (via PYTHONPATH), against one nats-server. Prints the median
@@ -14,6 +15,9 @@ shares the cores) of each.
 - ``consume``: a file stream holding ``n`` x 128 B messages (filled before the
   clock starts), read by a new durable pull consumer with
   ``messages(max_messages=500)``, explicit ack of each message.
+- ``blocking``: ``n`` blocking ``js.publish()`` x 128 B to a file stream, one
+  at a time per thread (``--threads``), or ``nc.request()`` to a responder on
+  its own connection (``--request``); also the p50 of one call (µs).
 """
 
 from __future__ import annotations
@@ -76,20 +80,67 @@ def consume_child(url: str, n: int, tag: str) -> dict:
     return {"rate": n / wall, "cpu_us": cpu / n * 1e6}
 
 
+def blocking_child(url: str, n: int, threads: int, request: bool) -> dict:
+    import threading
+
+    import jetstream_sync as jss
+
+    with jss.connect(url) as nc, jss.connect(url) as responder:
+        if request:
+            sub = responder.subscribe("ab.req", cb=lambda m: m.respond(m.data))
+            responder.flush()
+
+            def call() -> object:
+                return nc.request("ab.req", b"x" * 128, timeout=5)
+        else:
+            js = nc.jetstream()
+
+            def call() -> object:
+                return js.publish(SUBJECT, b"x" * 128)
+        for _ in range(200):  # warm up
+            call()
+        lat: list = []
+
+        def work(count: int) -> None:
+            for _ in range(count):
+                t = time.perf_counter()
+                call()
+                lat.append(time.perf_counter() - t)
+
+        t0, c0 = time.perf_counter(), time.process_time()
+        workers = [threading.Thread(target=work, args=(n // threads,)) for _ in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        if request:
+            sub.unsubscribe()
+    done = len(lat)  # the responder's CPU is in this process too: request rows count it
+    return {"rate": done / wall, "cpu_us": cpu / done * 1e6, "p50_us": statistics.median(lat) * 1e6}
+
+
 def main(argv: list | None = None, workload: str | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     if workload is None:
-        ap.add_argument("workload", choices=("publish", "consume"))
+        ap.add_argument("workload", choices=("publish", "consume", "blocking"))
     ap.add_argument("--old", help="a checkout of the code to compare with (required)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("-n", "--count", type=int, default=30_000)
     ap.add_argument("--no-read", action="store_true", help="publish: leave the futures' results unread")
+    ap.add_argument("--threads", type=int, default=1, help="blocking: calling threads")
+    ap.add_argument("--request", action="store_true", help="blocking: nc.request() instead of js.publish()")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     what = workload or args.workload
     if args.child:
         url, n, mode, tag = args.child
-        row = publish_child(url, int(n), mode == "read") if what == "publish" else consume_child(url, int(n), tag)
+        if what == "blocking":
+            row = blocking_child(url, int(n), args.threads, args.request)
+        elif what == "publish":
+            row = publish_child(url, int(n), mode == "read")
+        else:
+            row = consume_child(url, int(n), tag)
         print(json.dumps(row))
         return
     if not args.old:
@@ -113,12 +164,16 @@ def main(argv: list | None = None, workload: str | None = None) -> None:
                 order.reverse()
             for tag, path in order:
                 env = dict(os.environ, PYTHONPATH=path)
-                cmd = [sys.executable, str(HERE / "ab.py"), what, "--child", server.url, str(args.count), mode, tag]
+                cmd = [sys.executable, str(HERE / "ab.py"), what, "--child", server.url, str(args.count), mode, tag,
+                       "--threads", str(args.threads)] + (["--request"] if args.request else [])
                 out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=True)
                 samples[tag].append(json.loads(out.stdout))
     finally:
         server.cleanup()
-    if what == "publish":
+    if what == "blocking":
+        call = "nc.request() to a responder" if args.request else "blocking js.publish(), file stream"
+        print(f"{call}, {args.count:,} x 128 B, {args.threads} thread(s), {args.rounds} rounds interleaved (medians)")
+    elif what == "publish":
         print(f"publish_async {args.count:,} x 128 B, results {'not read' if args.no_read else 'read'}, "
               f"{args.rounds} rounds interleaved (medians)")  # fmt: skip
     else:
@@ -127,7 +182,8 @@ def main(argv: list | None = None, workload: str | None = None) -> None:
     for tag, rows in samples.items():
         rate = statistics.median(r["rate"] for r in rows)
         cpu = statistics.median(r["cpu_us"] for r in rows)
-        print(f"  {tag:5} {codes[tag]:40} {rate:10,.0f} msgs/s  {cpu:6.2f} µs CPU/msg")
+        p50 = f"  p50 {statistics.median(r['p50_us'] for r in rows):6.0f} µs" if what == "blocking" else ""
+        print(f"  {tag:5} {codes[tag]:40} {rate:10,.0f} msgs/s  {cpu:6.2f} µs CPU/msg{p50}")
 
 
 if __name__ == "__main__":

@@ -105,7 +105,8 @@ class CoreClient:
         ``pending_size`` bytes (nats-py's option, 2 MiB by default) wait to be
         written; beyond that this call waits up to ``timeout`` seconds (5 by
         default) for room, then raises :class:`TimeoutError` and queues nothing.
-        Bad arguments raise here, before anything is queued.
+        Bad arguments raise here, before anything is queued. A publish with
+        a ``reply`` subject (a request made by hand) is written at once.
         """
         conn = self._conn
         outbox = conn.outbox
@@ -128,6 +129,8 @@ class CoreClient:
             span.end()
             return
         conn.outbox.publish(subject, payload, reply, headers, hdr, timeout)
+        if reply:  # a request made by hand: its sender waits for the answer, so no batching delay
+            conn.outbox.kick()
 
     def request(
         self,

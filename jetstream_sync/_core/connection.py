@@ -41,7 +41,7 @@ from .permissions import PermissionWatchers
 from .publisher import AsyncPublisher
 from .subscriptions import Subscriptions
 from .wire import REPLY_INBOX, Dispatcher, Handler, Sink, fix_late_pong, fix_ping_order, supported
-from .writer import pub_command, send_raw
+from .writer import SocketWriter, pub_command, send_raw
 from .logfields import log_fields
 
 # check_servers and redact_url are connect's; named here too for the modules that import them from here.
@@ -91,6 +91,7 @@ class Connection:
         # Queues of acks and publishes sent in bursts; flush/drain/close and
         # every other call send them first (an ack precedes a later request).
         self.outbox = AckOutbox(self)
+        self.direct = SocketWriter(self.loop_thread)  # blocking calls write to an idle socket themselves
         self._publisher: Optional[AsyncPublisher] = None
         self._requester: Optional[AsyncPublisher] = None  # core request/reply, same machinery
         self._publisher_lock = threading.Lock()
@@ -451,9 +452,7 @@ class Connection:
         nc = self.nc
         if nc is None or not send_raw(nc, data):
             return False
-        stats = nc.stats  # what nats-py counts for its own publishes, so Client.stats stays true
-        stats["out_msgs"] += msgs
-        stats["out_bytes"] += size
+        self.direct.count_sent(nc, msgs, size)
         return True
 
     async def request(

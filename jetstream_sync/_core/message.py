@@ -230,8 +230,10 @@ class Msg:
 
     def respond(self, data: bytes = b"", headers: Optional[Dict[str, str]] = None) -> None:
         """Publish ``data`` to this message's reply subject (a request's
-        answer), as nats-py's ``msg.respond()``; returns once it is queued,
-        as :meth:`Client.publish` (sent ahead of this thread's later calls).
+        answer), as nats-py's ``msg.respond()``. Written at once (by this
+        thread when the connection's socket is idle, else by the loop thread
+        woken for it), after this thread's earlier publishes and acks and
+        ahead of its later calls; a full buffer waits as :meth:`Client.publish`.
 
         Raises :class:`RespondError` without a reply subject, and for a
         JetStream message: its reply subject is the ack subject, so a
@@ -252,7 +254,7 @@ class Msg:
         hdr = options.header_block(headers) if headers else b""
         options.control_line(reply)
         options.payload_size(len(hdr) + len(payload), conn.max_payload)
-        conn.outbox.publish(reply, payload, "", headers, hdr, 5.0)
+        conn.outbox.respond(reply, payload, headers, hdr)
 
     def ack_sync(self, timeout: float = 5.0) -> None:
         """Acknowledge and wait until the server confirms it (a "double ack").

@@ -13,7 +13,7 @@ from typing import Any, Deque, Dict, List, Optional, Protocol, Sequence, Tuple, 
 from .. import errors
 from .logfields import log_fields
 from .writer import (
-    Batcher, encoded, pub_line, reconnect_buffer_size, wait_writable, write_backlog,
+    Batcher, SocketWriter, encoded, pub_line, reconnect_buffer_size, wait_writable, write_backlog,
 )
 
 
@@ -23,6 +23,7 @@ class OutboxConnection(Protocol):
 
     in_child: bool
     fast: bool  # the fast paths through nats-py internals are on
+    direct: SocketWriter
     nc: Any  # nats-py's client, None before the connect
 
     def check_fork(self) -> None: ...
@@ -107,8 +108,11 @@ class AckOutbox(Batcher):
         self._watching = False  # loop thread: a task waits for the socket to write its backlog down
 
     def connected(self, nc: Any) -> None:
-        """Loop thread, on every (re)connect: the bound, and what nats-py
-        buffered while reconnecting is being written now."""
+        """Loop thread, on every (re)connect: the bound, the socket user
+        threads may write to, and what nats-py buffered while reconnecting
+        is being written now."""
+        if self.conn.fast:
+            self.conn.direct.attach(nc)
         self.limit = reconnect_buffer_size(nc)
         self.max_payload = int(nc.max_payload)  # this server's; read by publish_plain without a property call
         self.send_now()
@@ -168,6 +172,25 @@ class AckOutbox(Batcher):
             command = (subject, payload, reply, headers)
             size = len(hdr) + len(payload) + len(subject) + len(reply) + 32  # about its protocol line
         self.put_publish(command, size, timeout)
+
+    def respond(self, subject: str, payload: bytes, headers: Optional[Dict[str, str]], hdr: bytes) -> None:
+        """Calling thread: a reply (checked by the caller), which its requester
+        waits for, so not held for a batch: written by this thread when the
+        socket is idle and nothing is queued before it, else queued with the
+        loop woken at once."""
+        conn = self.conn
+        if conn.fast:
+            line = pub_line(subject.encode(), b"", hdr, payload)  # inboxes: not for encoded()'s cache
+            direct, nc = conn.direct, conn.nc
+            if direct.usable and nc is not None:
+                with direct.lock:
+                    if not self._queue and direct.try_send(nc, line):
+                        direct.count_sent(nc, 1, len(payload))
+                        return
+            self.put_publish(line, len(line), 5.0)
+        else:
+            self.publish(subject, payload, "", headers, hdr, 5.0)
+        self.kick()
 
     def publish_plain(self, subject: str, payload: bytes) -> None:
         """Calling thread: ``publish()``'s common case, a subject checked

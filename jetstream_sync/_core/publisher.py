@@ -1,5 +1,10 @@
 """The async publisher behind ``JetStream.publish_async``: one per connection,
-a bounded window of pipelined publishes whose futures always resolve."""
+a bounded window of pipelined publishes whose futures always resolve.
+
+Long: the future is also the publisher's record of its publish; the window,
+the sends (the loop's and a caller's own) and the reply routing all read that
+record, and split into modules they would read each other's private fields.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import asyncio
 import collections
 import concurrent.futures
 import concurrent.futures._base as _futures_base
+import itertools
 import threading
 import time
 from typing import Any, Callable, Coroutine, Deque, Dict, List, Optional, Protocol, TypeVar, Union, cast
@@ -15,7 +21,7 @@ from .. import errors, options
 from .nats_errors import translate
 from .wire import load_speedups, subscription_matches
 from .puback import parse_puback, plain_puback
-from .writer import Batcher, encoded, pub_line
+from .writer import Batcher, SocketWriter, encoded, pub_line
 from ..models import PubAck
 from .loop import LoopThread
 from .outbox import AckOutbox
@@ -30,6 +36,7 @@ class PublisherConnection(Protocol):
 
     loop_thread: LoopThread
     outbox: AckOutbox
+    direct: SocketWriter
     nc: Any  # nats-py's client, None before the connect
 
     def add_listener(self, event: str, fn: Callable[[], None]) -> Callable[[], None]: ...
@@ -225,6 +232,7 @@ class AsyncPublisher(Batcher):
         self._waiters = 0
         self._setup_lock = threading.Lock()
         self._sent = threading.Event()  # set by each send of the queue (see queued())
+        self._direct_ids = itertools.count(1)  # tokens d1, d2, ... of publishes written by their callers
         speedups = load_speedups()
         # The C accelerator's batch send and PubAck reader, where it is built.
         self._pub_batch = speedups.pub_batch if speedups is not None else None
@@ -337,14 +345,52 @@ class AsyncPublisher(Batcher):
         """A blocking publish (or request): sent at once, behind the acks
         queued before it; the PubAck (or reply) within ``timeout``."""
         self.check_not_loop_thread()
-        outbox = self.conn.outbox
-        if outbox.has_queued():
-            outbox.kick()
-        future = self.publish(subject, data, headers, hdr, timeout, now=True)
+        conn = self.conn
+        outbox = conn.outbox
+        future: "Optional[concurrent.futures.Future[PubAck]]" = None
+        if conn.direct.usable and self._sid is not None:
+            future = self._publish_direct(subject, data, headers, hdr, timeout)
+        if future is None:
+            if outbox.has_queued():
+                outbox.kick()
+            future = self.publish(subject, data, headers, hdr, timeout, now=True)
         try:
             return future.result(timeout + 1.0)  # the sweeper fails it at its deadline first
         except concurrent.futures.TimeoutError:
             raise errors.TimeoutError(f"no {self._awaited} for {subject!r} within {timeout}s") from None
+
+    def _publish_direct(
+        self, subject: str, data: bytes, headers: Optional[Dict[str, str]], hdr: bytes, timeout: float
+    ) -> Optional[PubAckFuture]:
+        """Write the publish from this thread when nothing waits ahead of it
+        (this queue, the outbox, the connection's buffers) and none of this
+        publisher's is in flight; None: it was not written, go the usual way."""
+        conn = self.conn
+        entry = PubAckFuture(self, subject, data, headers, hdr, time.monotonic() + timeout)
+        token = b"d%d" % next(self._direct_ids)
+        line = pub_line(encoded(subject), self._prefix + token, hdr, data)
+        direct = conn.direct
+        with direct.lock:
+            if self._queue or conn.outbox.has_queued():
+                return None
+            with self._lock:
+                # Only when none is in flight: with others pending, the loop is awake
+                # for their replies anyway and one send of a batch beats one per thread.
+                if self._closed or self._submitted != self._completed:
+                    return None
+                self._submitted += 1
+                self._inflight[token] = entry  # before the write: the reply may come first
+            nc = conn.nc
+            if nc is None or not direct.try_send(nc, line):
+                with self._lock:
+                    if self._inflight.pop(token, None) is None:
+                        return entry  # failed meanwhile by fail_all (the connection closed)
+                    self._submitted -= 1
+                return None
+            direct.count_sent(nc, 1, len(data))
+        if self._sweep_handle is None:
+            self._lt.call_soon(self._arm_sweep)  # its deadline, as for the publishes the loop sends
+        return entry
 
     def wait_complete(self, timeout: Optional[float]) -> bool:
         self.kick_quietly()
@@ -497,7 +543,8 @@ class AsyncPublisher(Batcher):
         """Time out overdue publishes; re-armed only while some are in flight."""
         self._sweep_handle = None
         now = time.monotonic()
-        expired = [t for t, e in self._inflight.items() if e._deadline <= now]
+        # list(): user threads add publishes they wrote themselves (atomic under the GIL)
+        expired = [t for t, e in list(self._inflight.items()) if e._deadline <= now]
         for token in expired:
             entry = self._inflight.pop(token)
             self._fail(entry, errors.TimeoutError(f"no {self._awaited} for {entry._subject!r}"))
@@ -512,7 +559,8 @@ class AsyncPublisher(Batcher):
                 return
             doomed = list(self._inflight)
         else:
-            doomed = [t for t, e in self._inflight.items() if e._subject.lower() == subject]  # subject: lower case
+            in_flight = list(self._inflight.items())  # a copy: user threads add to it (see _sweep)
+            doomed = [t for t, e in in_flight if e._subject.lower() == subject]  # subject: lower case
         for token in doomed:
             entry = self._inflight.pop(token, None)
             if entry is not None:

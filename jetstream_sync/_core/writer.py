@@ -6,13 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
+import socket
+import sys
+import threading
 import time
 from typing import Any, Deque, Dict, Optional
 
 from nats.aio.client import Client as _NatsClient
 
+from .loop import gevent_patched
+
 __all__ = [
     "Batcher",
+    "SocketWriter",
     "encoded",
     "pub_command",
     "pub_line",
@@ -110,6 +117,111 @@ def send_raw(nc: _NatsClient, data: bytes) -> bool:
     return True
 
 
+class SocketWriter:
+    """Lets a user thread write a protocol line straight to the socket when
+    nothing waits to be written ahead of it: a blocking request or JetStream
+    publish then costs no wake-up of the loop thread to send it (the loop
+    still reads the reply).
+
+    Plain TCP only. At each (re)connect the loop wraps the asyncio
+    transport's ``write``/``writelines`` so that every loop-side write holds
+    ``lock``. Under the lock a user thread finds the transport's buffer empty
+    (all that was handed to it is in the kernel, in order) or does not write.
+    What a partial send leaves is the ``_tail``, which the loop writes before
+    anything else.
+    """
+
+    def __init__(self, loop_thread: Any) -> None:
+        # Under gevent a user thread is a greenlet, and a patched lock taken by the
+        # loop's OS thread strands it: no direct writes, and the lock is a no-op.
+        self._green = "gevent" in sys.modules and gevent_patched()
+        self.lock: Any = contextlib.nullcontext() if self._green else threading.RLock()  # re-entered by the loop
+        self._lt = loop_thread
+        self._transport: Any = None  # the wrapped transport; None: no direct writes
+        self._sock: Optional[socket.socket] = None
+        self._write: Any = None  # the transport's own write
+        self._tail: Optional[bytes] = None
+
+    @property
+    def usable(self) -> bool:
+        """A cheap check before building a line (the lock decides)."""
+        return self._transport is not None
+
+    def attach(self, nc: _NatsClient) -> None:
+        """Loop thread, at every (re)connect: wrap the new transport."""
+        writer = getattr(nc._transport, "_io_writer", None)  # TCP and TLS; websockets have none
+        transport = writer.transport if writer is not None else None
+        sock = getattr(transport, "_sock", None)  # asyncio's plain socket transport only (not TLS)
+        if self._green:
+            return
+        with self.lock:
+            self._transport = self._sock = self._write = None
+            self._tail = None  # a tail for a dead socket: its request times out like any lost one
+            if transport is None or not isinstance(sock, socket.socket):
+                return
+            wrapped = vars(transport).get("write")
+            if not isinstance(wrapped, _LockedWrite):  # else attached before (a connect reported twice)
+                wrapped = _LockedWrite(self, transport.write)
+                transport.write = wrapped
+                transport.writelines = lambda lines: wrapped(b"".join(lines))
+            own_write = wrapped.own
+            self._transport, self._sock, self._write = transport, sock, own_write
+
+    def try_send(self, nc: _NatsClient, data: bytes) -> bool:
+        """User thread holding ``lock``: write ``data`` now if nothing is
+        waiting to be written before it; False: nothing was written."""
+        transport = self._transport
+        sock = self._sock
+        if (transport is None or sock is None or self._tail is not None or nc._pending
+                or not nc.is_connected or transport.get_write_buffer_size() or transport.is_closing()):
+            return False
+        try:
+            sent = sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return False  # broken: the loop finds out when it reads, and this goes the usual way
+        if sent < len(data):
+            self._tail = data[sent:]
+            self._lt.call_soon(self._send_tail)
+        return True
+
+    def count_sent(self, nc: _NatsClient, msgs: int, size: int) -> None:
+        """Any thread: what nats-py counts for its own publishes, so Client.stats stays true."""
+        stats = nc.stats
+        with self.lock:  # the loop and user threads writing directly both count
+            stats["out_msgs"] += msgs
+            stats["out_bytes"] += size
+
+    def _send_tail(self) -> None:
+        with self.lock:
+            tail, self._tail = self._tail, None
+            if tail is not None and self._write is not None:
+                self._write(tail)
+
+    def write_through(self, own_write: Any, data: Any) -> None:
+        """The loop's write to a wrapped transport: under the lock, a partial
+        direct send's rest first."""
+        with self.lock:
+            if self._tail is not None and self._write is own_write:
+                tail, self._tail = self._tail, None
+                own_write(tail)
+            own_write(data)
+
+
+class _LockedWrite:
+    """A transport's ``write``, replaced by one through its SocketWriter."""
+
+    __slots__ = ("writer", "own")
+
+    def __init__(self, writer: SocketWriter, own: Any) -> None:
+        self.writer = writer
+        self.own = own
+
+    def __call__(self, data: Any) -> None:
+        self.writer.write_through(self.own, data)
+
+
 class Batcher:
     """A queue of sends that the loop thread takes in bursts.
 
@@ -161,7 +273,10 @@ class Batcher:
         if self._queue:
             self.sent_at = time.monotonic()
             if self.conn.fast:
-                self._send(self._queue)
+                # Held from taking the queue to writing it: a user thread writing
+                # directly (SocketWriter) sees this queue's items either queued or sent.
+                with self.conn.direct.lock:
+                    self._send(self._queue)
             else:
                 self._lt.loop.create_task(self._publish_in_turn())
 

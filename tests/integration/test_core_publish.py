@@ -163,3 +163,40 @@ def test_rss_stays_flat_over_a_million_publishes_to_a_slow_server(private_server
         assert client.stats["out_msgs"] >= 1_100_000
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("queued_before", [False, True], ids=["idle", "behind-queued-publishes"])
+def test_a_reply_goes_out_at_once_not_held_for_a_batch(server, monkeypatch, queued_before):
+    # Queued publishes wait up to the outbox's DELAY for company; a reply's
+    # requester waits for it, so respond() must not. With the delay at 60 s
+    # every request below would time out if a reply were held for a batch.
+    from jetstream_sync._core.outbox import AckOutbox
+
+    monkeypatch.setattr(AckOutbox, "DELAY", 60.0)
+    with jss.connect(server.url) as responder, jss.connect(server.url) as nc:
+        side = nc.subscribe("cp.side")
+        nc.flush()
+
+        def answer(msg) -> None:
+            if queued_before:  # an earlier publish of this thread is queued: it goes first, and the reply at once
+                responder.publish("cp.side", msg.data)
+            msg.respond(msg.data)
+
+        responder.subscribe("cp.echo", cb=answer)
+        responder.flush()
+        for i in range(20):
+            assert nc.request("cp.echo", b"%d" % i, timeout=5).data == b"%d" % i
+        if queued_before:
+            assert [side.next_msg(timeout=5).data for _ in range(20)] == [b"%d" % i for i in range(20)]
+
+
+def test_a_publish_with_a_reply_subject_goes_out_at_once(server, monkeypatch):
+    from jetstream_sync._core.outbox import AckOutbox
+
+    monkeypatch.setattr(AckOutbox, "DELAY", 60.0)  # as above: held for a batch, nothing would arrive
+    with jss.connect(server.url) as nc, jss.connect(server.url) as other:
+        sub = other.subscribe("cp.manual")
+        other.flush()
+        nc.publish("cp.manual", b"q", reply="cp.answers")
+        msg = sub.next_msg(timeout=5)
+        assert (msg.data, msg.reply) == (b"q", "cp.answers")
