@@ -48,6 +48,15 @@ class Otel:
                     out[m.name] = sum(p.value for p in m.data.data_points)
         return out
 
+    def points(self, name: str) -> List[Tuple[Dict[str, Any], Any]]:
+        """(attributes, value) of each data point of the metric ``name``."""
+        data = self.reader.get_metrics_data()
+        return [
+            (dict(p.attributes), p.value)
+            for rm in (data.resource_metrics if data else []) for sm in rm.scope_metrics
+            for m in sm.metrics if m.name == name for p in m.data.data_points
+        ]
+
 
 @pytest.fixture
 def otel() -> Iterator[Otel]:
@@ -262,3 +271,21 @@ def test_a_failed_request_ends_its_span_with_an_error(otel, nc):
     (span,) = otel.spans("send otel.nobody")
     assert span.status.status_code == trace.StatusCode.ERROR
     assert [e.name for e in span.events] == ["exception"]
+
+
+def test_consumer_lag_is_the_num_pending_of_the_last_message_handed_out(otel, js, stream, subj, cons):
+    for i in range(5):
+        js.publish(subj, b"%d" % i)
+    other = stream.create_consumer(durable_name="other", ack_policy="explicit")
+    got = list(cons.fetch(2, expires=5))
+    assert [m.metadata.num_pending for m in got] == [4, 3]
+    labels = {"messaging.system": "nats", "messaging.nats.stream": stream.name}
+    assert otel.points("messaging.nats.consumer.lag") == [({**labels, "messaging.consumer.group.name": cons.name}, 3)]
+    other.next(timeout=5)
+    cons.next(timeout=5)
+    lags = {a["messaging.consumer.group.name"]: v for a, v in otel.points("messaging.nats.consumer.lag")}
+    assert lags == {cons.name: 2, "other": 4}  # one gauge per consumer
+    with stream.ordered_consumer().messages() as ctx:  # ordered: its own ephemeral consumer, one value too
+        for _ in range(5):
+            ctx.next(timeout=5)
+    assert sorted(v for _, v in otel.points("messaging.nats.consumer.lag")) == [0, 2, 4]
