@@ -349,7 +349,11 @@ class Subscription(Resource):
             except errors.JetStreamError:
                 return
             try:
-                cb(msg)
+                if (tr := otel.active) is None:
+                    cb(msg)
+                else:
+                    with tr.process(msg):  # a CONSUMER span around the callback, child of the publisher's
+                        cb(msg)
             except Exception as exc:
                 _log.warning("subscription callback raised for %s", msg.subject, exc_info=exc,
                              extra=log_fields(subject=msg.subject))
@@ -389,7 +393,10 @@ class Subscription(Resource):
         t = options.optional_timeout("timeout", timeout)
         if self._cb_thread is not None:
             raise errors.InvalidOptionError("this subscription has a callback: its messages go to it")
-        return self._take(t)
+        msg = self._take(t)
+        if (tr := otel.active) is not None:
+            tr.received(msg)  # a receive span linked to the publisher's
+        return msg
 
     def _take(self, t: Optional[float]) -> Msg:
         with self._cond:

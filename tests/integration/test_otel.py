@@ -289,3 +289,94 @@ def test_consumer_lag_is_the_num_pending_of_the_last_message_handed_out(otel, js
         for _ in range(5):
             ctx.next(timeout=5)
     assert sorted(v for _, v in otel.points("messaging.nats.consumer.lag")) == [0, 2, 4]
+
+
+def test_an_atomic_batch_is_one_send_span_whose_context_every_message_carries(otel, js, cons, subj):
+    js.update_stream(name=cons.stream_name, subjects=[f"{subj.split('.')[0]}.>"], allow_atomic=True)
+    with otel.tracer.start_as_current_span("import"):
+        ack = js.publish_batch([(subj, b"1"), (subj, b"2", {"k": "v"}), (subj, b"3")])
+    (request,) = otel.spans("import")
+    (send,) = otel.spans("send ")
+    assert send.name == f"send {subj}" and send.kind == Kind.PRODUCER
+    assert send.parent.span_id == request.context.span_id
+    attrs = send.attributes
+    assert attrs["messaging.batch.message_count"] == 3 and attrs["messaging.nats.batch.id"] == ack.batch_id
+    assert attrs["messaging.nats.stream.sequence"] == ack.seq == 3 and attrs["messaging.destination.name"] == subj
+    msgs = list(cons.fetch(3, expires=5))
+    assert [m.headers["traceparent"].split("-")[2] for m in msgs] == [f"{send.context.span_id:016x}"] * 3
+    assert msgs[1].headers["k"] == "v"
+    assert otel.counters()["messaging.client.sent.messages"] == 3
+    # to several subjects: the span is named "send" without a destination
+    js.publish_batch([(subj, b"a"), (subj + ".x", b"b")])
+    assert [s.name for s in otel.spans("send")][-1] == "send"
+    assert "messaging.destination.name" not in otel.spans("send")[-1].attributes
+
+
+def test_a_refused_atomic_batch_ends_its_span_with_the_error(otel, js, stream, subj):
+    with pytest.raises(jss.APIError):  # the stream has no allow_atomic
+        js.publish_batch([(subj, b"1"), (subj, b"2")])
+    (send,) = otel.spans("send ")
+    assert send.status.status_code == trace.StatusCode.ERROR and [e.name for e in send.events] == ["exception"]
+    with pytest.raises(jss.InvalidOptionError):  # bad input: no span at all
+        js.publish_batch([(subj, b"1"), ("bad subject", b"2")])
+    assert len(otel.spans("send")) == 1
+
+
+def test_a_fast_batch_is_one_send_span_from_its_first_message_to_its_puback(otel, js, stream_name):
+    name = f"FAST{stream_name}"
+    js.create_stream(name=name, subjects=["otelfast.>"], allow_batched=True, max_msg_size=1024)
+    try:
+        with otel.tracer.start_as_current_span("load"):
+            batch = js.fast_batch(flow=2)
+        batch.add("otelfast.a", b"1")  # the span's parent is the context of its first message...
+        with otel.tracer.start_as_current_span("elsewhere"):
+            batch.add("otelfast.a", b"2", headers={"k": "v"})  # ...not of later calls
+        assert otel.spans("send ") == []  # open until the PubAck
+        ack = batch.commit("otelfast.a", b"3")
+        (send,) = otel.spans("send ")
+        assert send.name == "send otelfast.a" and send.kind == Kind.PRODUCER and send.parent is None
+        attrs = send.attributes
+        assert attrs["messaging.batch.message_count"] == 3 and attrs["messaging.nats.batch.id"] == ack.batch_id
+        assert attrs["messaging.nats.stream"] == name and attrs["messaging.nats.stream.sequence"] == 3
+        stored = [js.get_msg(name, seq=i) for i in (1, 2, 3)]
+        assert {m.headers["traceparent"].split("-")[2] for m in stored} == {f"{send.context.span_id:016x}"}
+        assert stored[1].headers["k"] == "v"
+        assert otel.counters()["messaging.client.sent.messages"] == 3
+
+        with otel.tracer.start_as_current_span("load") as load:
+            with pytest.raises(jss.FastBatchError):
+                js.publish_fast_batch([("otelfast.b", b"ok")] * 3 + [("otelfast.b", b"x" * 2000)] + [("otelfast.b", b"ok")] * 30,
+                                      flow=2, max_outstanding_acks=1)  # fmt: skip
+        failed = otel.spans("send ")[-1]
+        assert failed.parent.span_id == load.get_span_context().span_id
+        assert failed.status.status_code == trace.StatusCode.ERROR
+        assert [e.attributes["exception.type"] for e in failed.events] == ["jetstream_sync.FastBatchError"]
+    finally:
+        js.delete_stream(name)
+
+
+def test_a_core_subscription_hands_out_receive_spans_and_runs_its_callback_in_a_process_span(otel, nc):
+    sub = nc.subscribe("otel.sub")
+    seen: List[Any] = []
+    cb_sub = nc.subscribe("otel.cb", cb=lambda m: seen.append(trace.get_current_span().get_span_context()))
+    try:
+        with otel.tracer.start_as_current_span("caller"):
+            nc.publish("otel.sub", b"a")
+            nc.publish("otel.cb", b"b")
+        msg = sub.next_msg(timeout=5)
+        wait_until(lambda: seen and otel.spans("process otel.cb"))
+    finally:
+        sub.unsubscribe()
+        cb_sub.unsubscribe()
+    (send_a,) = otel.spans("send otel.sub")
+    (receive,) = otel.spans("receive otel.sub")
+    assert msg.data == b"a" and receive.kind == Kind.CONSUMER
+    assert [lk.context.span_id for lk in receive.links] == [send_a.context.span_id]
+    assert receive.attributes["messaging.operation.type"] == "receive"
+    (send_b,) = otel.spans("send otel.cb")
+    (process,) = otel.spans("process otel.cb")
+    assert process.kind == Kind.CONSUMER and process.parent.span_id == send_b.context.span_id
+    assert process.context.trace_id == send_b.context.trace_id
+    assert [lk.context.span_id for lk in process.links] == [send_b.context.span_id]
+    assert seen[0].span_id == process.context.span_id  # current in the callback
+    assert otel.spans("receive otel.cb") == []  # a callback's message gets the process span only
