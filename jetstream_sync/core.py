@@ -12,10 +12,9 @@ from typing import (
     Any, Awaitable, Callable, Deque, Dict, Iterator, Optional, TypeVar, Union,
 )
 
-from nats.aio.client import Client as _NatsClient
-
 from . import errors, options
 from .options import as_bytes
+from ._core import NatsClient as _NatsClient
 from ._core.connection import Connection, Resource
 from ._core.message import Msg, WireMsg
 from ._core import otel
