@@ -186,7 +186,8 @@ class CoreClient:
         :class:`Replies` iterator and context manager; its inbox is
         unsubscribed when iteration ends, on ``close()``, on leaving
         ``with`` and on ``break``. Iterating raises
-        :class:`NoRespondersError` when nobody listens on ``subject``.
+        :class:`NoRespondersError` when nobody listens on ``subject``, and
+        :class:`PermissionDeniedError` as soon as the server refuses the request.
         """
         conn = self._conn
         conn.check()
@@ -197,7 +198,8 @@ class CoreClient:
         hdr = options.header_block(headers) if headers else b""
         options.control_line(subject, reply_room=conn.reply_room)
         options.payload_size(len(hdr) + len(payload), conn.max_payload)
-        inbox = self.subscribe(self.new_inbox())
+        inbox = self._subscribe(self.new_inbox(), "", None, DEFAULT_PENDING_MSGS_LIMIT, DEFAULT_PENDING_BYTES_LIMIT,
+                                requests_to=subject)  # a refused request ends the replies at once
         replies = Replies(inbox, opts, subject)
         try:
             self.publish(subject, payload, reply=inbox.subject, headers=headers)
@@ -235,6 +237,15 @@ class CoreClient:
         ``next_msg()`` and iteration raise :class:`PermissionDeniedError`, a
         callback is no longer called (logged), and ``error_cb`` gets the error.
         """
+        return self._subscribe(subject, queue, cb, pending_msgs_limit, pending_bytes_limit)
+
+    def _subscribe(
+        self, subject: str, queue: str, cb: Optional[Callable[[Msg], Any]], pending_msgs_limit: int,
+        pending_bytes_limit: int, requests_to: Optional[str] = None,
+    ) -> "Subscription":
+        """:meth:`subscribe`; with ``requests_to`` (for a reply inbox), a
+        refused publish to that subject ends the subscription as a refused
+        subscription does (a refused request gets no reply, only an -ERR)."""
         conn = self._conn
         conn.check()
         options.subject(subject, wildcards=True)
@@ -246,7 +257,7 @@ class CoreClient:
                            options.pending_limit("pending_bytes_limit", pending_bytes_limit))
         conn.register(sub)
         try:
-            sub._sid = conn.run(conn.subscribe(subject, sub._on_msg, queue, denied=sub._end), 10.0)
+            sub._sid = conn.run(conn.subscribe(subject, sub._on_msg, queue, denied=sub._end, requests_to=requests_to), 10.0)
         except BaseException:
             conn.unregister(sub)
             raise
