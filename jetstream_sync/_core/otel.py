@@ -225,6 +225,22 @@ class Instrumentation:
         ) as span:
             yield span
 
+    def current_headers(self) -> Dict[str, str]:
+        """The W3C trace headers of the current context ({} when no span is current)."""
+        carrier: Dict[str, str] = {}
+        self._propagate.inject(carrier)
+        return carrier
+
+    @contextlib.contextmanager
+    def attached(self, headers: Dict[str, str]) -> Iterator[None]:
+        """The context of these W3C trace headers made current (a process
+        continuing work started elsewhere: a Spark task, its driver's)."""
+        token = self._context.attach(self._propagate.extract(headers))
+        try:
+            yield
+        finally:
+            self._context.detach(token)
+
     def settled(self, msg: "Msg", nak: bool) -> None:
         """Count an ack or a nak."""
         (self.naked if nak else self.acked).add(1, {"messaging.system": SYSTEM, "messaging.destination.name": msg.subject})
@@ -241,6 +257,13 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None) -> None:
     """
     global active
     active = Instrumentation(tracer_provider, meter_provider)
+
+
+def trace_headers() -> Dict[str, str]:
+    """The ``traceparent``/``tracestate`` of the current span, to carry it to
+    another process; {} when instrumentation is off or no span is current."""
+    tr = active
+    return tr.current_headers() if tr is not None else {}
 
 
 def uninstrument() -> None:
