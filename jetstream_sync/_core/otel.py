@@ -10,8 +10,10 @@ Spans follow the OpenTelemetry messaging semantic conventions
 ``send <subject>`` (CLIENT) for core requests, ``receive <subject>``
 (CONSUMER, linked to the producer's context) for every message a consumer
 hands out, and ``process <subject>`` (CONSUMER, child of and linked to the
-producer's context) around handler calls. W3C ``traceparent`` /
-``tracestate`` travel in the message headers.
+producer's context) around handler calls; a batch is one ``send`` span
+whose context all its messages carry. W3C ``traceparent`` /
+``tracestate`` travel in the message headers. Counters, and consumer lag as
+a gauge, go through the metrics API.
 """
 
 from __future__ import annotations
