@@ -12,10 +12,9 @@ from typing import (
     Any, Awaitable, Callable, Deque, Dict, Iterator, Optional, TypeVar, Union,
 )
 
-from nats.aio.client import Client as _NatsClient
-
 from . import errors, options
 from .options import as_bytes
+from ._core import NatsClient as _NatsClient
 from ._core.connection import Connection, Resource
 from ._core.message import Msg, WireMsg
 from ._core import otel
@@ -190,7 +189,8 @@ class CoreClient:
         :class:`Replies` iterator and context manager; its inbox is
         unsubscribed when iteration ends, on ``close()``, on leaving
         ``with`` and on ``break``. Iterating raises
-        :class:`NoRespondersError` when nobody listens on ``subject``.
+        :class:`NoRespondersError` when nobody listens on ``subject``, and
+        :class:`PermissionDeniedError` as soon as the server refuses the request.
         """
         conn = self._conn
         conn.check()
@@ -201,7 +201,8 @@ class CoreClient:
         hdr = options.header_block(headers) if headers else b""
         options.control_line(subject, reply_room=conn.reply_room)
         options.payload_size(len(hdr) + len(payload), conn.max_payload)
-        inbox = self.subscribe(self.new_inbox())
+        inbox = self._subscribe(self.new_inbox(), "", None, DEFAULT_PENDING_MSGS_LIMIT, DEFAULT_PENDING_BYTES_LIMIT,
+                                requests_to=subject)  # a refused request ends the replies at once
         replies = Replies(inbox, opts, subject)
         try:
             self.publish(subject, payload, reply=inbox.subject, headers=headers)
@@ -239,6 +240,15 @@ class CoreClient:
         ``next_msg()`` and iteration raise :class:`PermissionDeniedError`, a
         callback is no longer called (logged), and ``error_cb`` gets the error.
         """
+        return self._subscribe(subject, queue, cb, pending_msgs_limit, pending_bytes_limit)
+
+    def _subscribe(
+        self, subject: str, queue: str, cb: Optional[Callable[[Msg], Any]], pending_msgs_limit: int,
+        pending_bytes_limit: int, requests_to: Optional[str] = None,
+    ) -> "Subscription":
+        """:meth:`subscribe`; with ``requests_to`` (for a reply inbox), a
+        refused publish to that subject ends the subscription as a refused
+        subscription does (a refused request gets no reply, only an -ERR)."""
         conn = self._conn
         conn.check()
         options.subject(subject, wildcards=True)
@@ -250,7 +260,7 @@ class CoreClient:
                            options.pending_limit("pending_bytes_limit", pending_bytes_limit))
         conn.register(sub)
         try:
-            sub._sid = conn.run(conn.subscribe(subject, sub._on_msg, queue, denied=sub._end), 10.0)
+            sub._sid = conn.run(conn.subscribe(subject, sub._on_msg, queue, denied=sub._end, requests_to=requests_to), 10.0)
         except BaseException:
             conn.unregister(sub)
             raise
@@ -352,7 +362,11 @@ class Subscription(Resource):
             except errors.JetStreamError:
                 return
             try:
-                cb(msg)
+                if (tr := otel.active) is None:
+                    cb(msg)
+                else:
+                    with tr.process(msg):  # a CONSUMER span around the callback, child of the publisher's
+                        cb(msg)
             except Exception as exc:
                 _log.warning("subscription callback raised for %s", msg.subject, exc_info=exc,
                              extra=log_fields(subject=msg.subject))
@@ -392,7 +406,10 @@ class Subscription(Resource):
         t = options.optional_timeout("timeout", timeout)
         if self._cb_thread is not None:
             raise errors.InvalidOptionError("this subscription has a callback: its messages go to it")
-        return self._take(t)
+        msg = self._take(t)
+        if (tr := otel.active) is not None:
+            tr.received(msg)  # a receive span linked to the publisher's
+        return msg
 
     def _take(self, t: Optional[float]) -> Msg:
         with self._cond:

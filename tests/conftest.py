@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pytest
 
@@ -17,6 +17,9 @@ import jetstream_sync as jss
 from jetstream_sync.testing import ClusterFactory, NatsCluster, NatsServer
 
 from .helpers import wait_until
+
+if TYPE_CHECKING:
+    from .tracing import Otel
 
 # The kit's fixtures, whether or not the installed package registered its entry
 # point (the entry point has this name, so pytest loads the plugin once).
@@ -100,3 +103,17 @@ def cons(stream: jss.Stream) -> jss.Consumer:
 def cluster(nats_cluster: ClusterFactory) -> NatsCluster:
     """Three routed JetStream servers of the test's own (the kit's ``nats_cluster(3)``)."""
     return nats_cluster(3)
+
+
+@pytest.fixture
+def otel() -> Iterator["Otel"]:
+    """OpenTelemetry on, into in-memory providers (tests/tracing.py), for the test; off after it."""
+    pytest.importorskip("opentelemetry.sdk")
+    from .tracing import Otel
+
+    o = Otel()
+    jss.instrument(tracer_provider=o.tracer_provider, meter_provider=o.meter_provider)
+    try:
+        yield o
+    finally:
+        jss.uninstrument()

@@ -404,16 +404,17 @@ class Connection:
         queue: str = "",
         limits: Optional[Dict[str, int]] = None,
         denied: Optional[Callable[[BaseException], None]] = None,
+        requests_to: Optional[str] = None,
     ) -> int:
         """Loop thread: a core subscription whose messages go to
         ``handler(subject, reply, data, header_block)`` (all bytes; the header
         block includes the ``NATS/1.0`` status line), or in bulk to a
-        :class:`~.wire.Sink`. Returns its sid. If the server refuses it,
-        it is removed and ``denied(PermissionDeniedError)`` called."""
+        :class:`~.wire.Sink`. Returns its sid. If the server refuses it, or a publish to ``requests_to``
+        (a reply inbox's requests), it is removed and ``denied(PermissionDeniedError)`` called."""
         subs = self._subscriptions
         if subs is None:
             raise errors.ConnectionClosedError("not connected")
-        return await subs.subscribe(subject, handler, queue, limits, denied)
+        return await subs.subscribe(subject, handler, queue, limits, denied, requests_to)
 
     def backlog(self, sid: int) -> int:
         """Loop thread: messages received for ``sid`` and not yet given to its

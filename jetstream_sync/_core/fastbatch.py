@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .. import errors, options
 from ..models import FastPubAck, PubAck
+from . import otel
 from .connection import Connection
 from .publish import check_publish
 
@@ -58,6 +59,11 @@ class FastBatch:
         self._refused: Optional[Tuple[int, errors.APIError]] = None  # the first "err" notice
         self._notices: List[BaseException] = []  # for the error handler, called in the user thread
         self.flow_acks = 0  # flow acks received (observability, tests)
+        # Tracing (user thread only): the batch's send span, from the first message to the PubAck.
+        self._tracing: Optional[otel.Instrumentation] = None
+        self._span: Any = None
+        self._span_subject = ""
+        self._trace_headers: Dict[str, str] = {}
 
     # -- the loop thread's side ---------------------------------------------------------
 
@@ -101,25 +107,29 @@ class FastBatch:
 
     def add(self, subject: str, data: Union[bytes, str] = b"", *, headers: Optional[Dict[str, str]] = None) -> FastPubAck:
         """Publish one message of the batch (headers checked first)."""
-        payload, hdr = self._prepare(subject, data, headers)
+        payload, headers, hdr = self._prepare(subject, data, headers)
         seq = self._seq + 1
-        if seq == 1:
-            self._subscribe()
-            self._first_subject = subject
-        self._send(subject, payload, headers, hdr, seq, _START if seq == 1 else _APPEND)
-        if seq == 1:
-            self._wait(lambda: self.flow_acks >= 1, "its first flow ack")  # it acks "seq 0" with the flow to use
-        else:
-            self._wait(lambda: self._ack_seq + self._flow * self._opts.max_outstanding_acks > seq, "a flow ack")
-        self._report_notices()
-        if self._refused is not None and not self._opts.continue_on_gap:
-            self._fail_now()
+        try:
+            if seq == 1:
+                self._subscribe()
+                self._first_subject = subject
+            self._send(subject, payload, headers, hdr, seq, _START if seq == 1 else _APPEND)
+            if seq == 1:
+                self._wait(lambda: self.flow_acks >= 1, "its first flow ack")  # it acks "seq 0" with the flow to use
+            else:
+                self._wait(lambda: self._ack_seq + self._flow * self._opts.max_outstanding_acks > seq, "a flow ack")
+            self._report_notices()
+            if self._refused is not None and not self._opts.continue_on_gap:
+                self._fail_now()
+        except errors.FastBatchError as exc:  # the batch ended
+            self._span_ended(None, exc)
+            raise
         return FastPubAck(seq, self._ack_seq)
 
     def commit(self, subject: str, data: Union[bytes, str] = b"", *, headers: Optional[Dict[str, str]] = None) -> PubAck:
         """Publish the last message and end the batch: the batch's PubAck
         (``batch_id``, ``batch_size`` = messages stored, ``seq`` of the last)."""
-        payload, hdr = self._prepare(subject, data, headers)
+        payload, headers, hdr = self._prepare(subject, data, headers)
         if self._seq == 0:
             self._subscribe()
         return self._end(subject, payload, headers, hdr, _COMMIT)
@@ -153,14 +163,32 @@ class FastBatch:
                 if exc[0] is None:
                     raise
 
-    def _prepare(self, subject: str, data: Union[bytes, str], headers: Optional[Dict[str, str]]) -> Tuple[bytes, bytes]:
+    def _prepare(
+        self, subject: str, data: Union[bytes, str], headers: Optional[Dict[str, str]]
+    ) -> Tuple[bytes, Optional[Dict[str, str]], bytes]:
+        """(payload, headers, header block) of a message, checked; with the
+        batch's trace context in the headers while it is traced."""
         if self._closed:
             raise errors.BatchClosedError(f"fast batch {self.batch_id} is closed")
         conn = self._conn
         conn.check()
         conn.loop_thread.check_usable()
         payload = options.as_bytes(data)
-        return payload, check_publish(conn, subject, payload, headers)
+        hdr = check_publish(conn, subject, payload, headers)
+        if self._span is None:
+            if (tr := otel.active) is None:
+                return payload, headers, hdr
+            # traced: one send span for the whole batch (it spans several calls), started by its first message
+            self._tracing, self._span_subject = tr, subject
+            self._span, self._trace_headers = tr.start_stream_batch(subject, self.batch_id)
+        headers = {**(headers or {}), **self._trace_headers}
+        return payload, headers, check_publish(conn, subject, payload, headers)
+
+    def _span_ended(self, ack: Optional[PubAck], exc: Optional[BaseException]) -> None:
+        """End the batch's span (if traced) with its PubAck or the error that ended it."""
+        span, self._span = self._span, None
+        if span is not None and self._tracing is not None:
+            self._tracing.stream_batch_ended(span, ack, exc, self._span_subject)
 
     def _subscribe(self) -> None:
         conn = self._conn
@@ -172,11 +200,17 @@ class FastBatch:
 
     def _end(self, subject: str, payload: bytes, headers: Optional[Dict[str, str]], hdr: bytes, op: int) -> PubAck:
         self._eob = op == _COMMIT_EOB  # the end-of-batch marker takes a sequence but stores nothing
-        self._send(subject, payload, headers, hdr, self._seq + 1, op)
-        self._wait(lambda: False, "the batch's PubAck")
-        self._report_notices()
-        self._finish()
-        return self._final_ack()
+        try:
+            self._send(subject, payload, headers, hdr, self._seq + 1, op)
+            self._wait(lambda: False, "the batch's PubAck")
+            self._report_notices()
+            self._finish()
+            ack = self._final_ack()
+        except BaseException as exc:
+            self._span_ended(None, exc)
+            raise
+        self._span_ended(ack, None)
+        return ack
 
     def _wait(self, ready: Any, what: str) -> None:
         """Wait until ``ready()`` or the batch ended, pinging every third of

@@ -175,8 +175,20 @@ class JsPublisher:
             payload = as_bytes(data)
             check_publish(conn, subject, payload, hdrs)
             prepared.append((subject, payload, hdrs))
+        if (tr := otel.active) is None:
+            return self._send_batch(prepared, batch_id, t)
+        # traced: one send span for the batch, whose context every message carries
+        with tr.send_batch([subject for subject, _, _ in prepared], batch_id) as (span, trace_headers):
+            for subject, payload, hdrs in prepared:
+                hdrs.update(trace_headers)
+                check_publish(conn, subject, payload, hdrs)  # still within max_payload
+            ack = self._send_batch(prepared, batch_id, t)
+        tr.puback(span, ack)
+        return ack
+
+    def _send_batch(self, prepared: List[Tuple[str, bytes, Dict[str, str]]], batch_id: str, t: float) -> PubAck:
         try:
-            resp = conn.run(self._apublish_batch(prepared, t), t + 1.0)
+            resp = self._conn.run(self._apublish_batch(prepared, t), t + 1.0)
         except errors.TimeoutError as exc:
             raise errors.TimeoutError(
                 f"atomic batch {batch_id} of {len(prepared)} messages: no answer to its commit within {t}s"

@@ -10,15 +10,17 @@ Spans follow the OpenTelemetry messaging semantic conventions
 ``send <subject>`` (CLIENT) for core requests, ``receive <subject>``
 (CONSUMER, linked to the producer's context) for every message a consumer
 hands out, and ``process <subject>`` (CONSUMER, child of and linked to the
-producer's context) around handler calls. W3C ``traceparent`` /
-``tracestate`` travel in the message headers.
+producer's context) around handler calls; a batch is one ``send`` span
+whose context all its messages carry. W3C ``traceparent`` /
+``tracestate`` travel in the message headers. Counters, and consumer lag as
+a gauge, go through the metrics API.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .. import options
 
@@ -54,6 +56,10 @@ class Instrumentation:
                                           description="JetStream messages negatively acknowledged (-NAK)")
         self.redelivered = meter.create_counter("messaging.nats.redelivered.messages", unit="{message}",
                                                 description="Messages handed out with a delivery count above 1")
+        # The conventions name no lag metric (Kafka's was dropped): ours, recorded per message handed out.
+        self.lag = meter.create_gauge("messaging.nats.consumer.lag", unit="{message}",
+                                      description="Messages pending on the server for the consumer (the num_pending "
+                                                  "of the last message it handed out)")
 
     # -- producing ----------------------------------------------------------
 
@@ -78,25 +84,80 @@ class Instrumentation:
             attrs["messaging.message.id"] = headers["Nats-Msg-Id"]
         return attrs
 
+    def _failed(self, span: Any, exc: Optional[BaseException]) -> None:
+        """End ``span`` with an error status (and the exception as an event)."""
+        if exc is not None:
+            span.record_exception(exc)
+        span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, str(exc) if exc is not None else "cancelled"))
+        span.end()
+
+    @contextlib.contextmanager
+    def _producing(self, name: str, kind: Any, attrs: Dict[str, Any]) -> Iterator[Any]:
+        """A span made current that ends with an error if the block raises,
+        and stays open (for the PubAck) if it does not."""
+        with self.tracer.start_as_current_span(
+            name, kind=kind, attributes=attrs,
+            end_on_exit=False, record_exception=False, set_status_on_exception=False,  # done in _failed, once
+        ) as span:
+            try:
+                yield span
+            except BaseException as exc:
+                self._failed(span, exc)
+                raise
+
     @contextlib.contextmanager
     def send(self, subject: str, payload: bytes, headers: Optional[Dict[str, str]], max_payload: int,
              client: bool = False) -> Iterator[Tuple[Any, Dict[str, str], bytes]]:
         """A ``send`` span (PRODUCER, or CLIENT for a request) made current;
         yields (span, headers with the trace context, their header block)."""
         kind = self._kind.CLIENT if client else self._kind.PRODUCER
-        with self.tracer.start_as_current_span(
-            f"send {subject}", kind=kind, attributes=self._attrs(subject, "send", payload, headers),
-            end_on_exit=False, record_exception=False, set_status_on_exception=False,  # done below, once
-        ) as span:
-            try:
-                hdrs, block = self._inject(headers, payload, max_payload)
-                yield span, hdrs, block
-            except BaseException as exc:
-                span.record_exception(exc)
-                span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, str(exc)))
-                span.end()
-                raise
+        with self._producing(f"send {subject}", kind, self._attrs(subject, "send", payload, headers)) as span:
+            hdrs, block = self._inject(headers, payload, max_payload)
+            yield span, hdrs, block
         self.published.add(1, {"messaging.system": SYSTEM, "messaging.destination.name": subject})
+
+    def _batch_attrs(self, subjects: List[str], batch_id: str) -> Tuple[str, Dict[str, Any]]:
+        """The name and attributes of a batch's ``send`` span: ``send <subject>``
+        when every message goes to one subject, else ``send`` (the conventions)."""
+        attrs: Dict[str, Any] = {"messaging.system": SYSTEM, "messaging.operation.type": "send",
+                                 "messaging.operation.name": "send", "messaging.nats.batch.id": batch_id}
+        if len(set(subjects)) == 1:
+            attrs["messaging.destination.name"] = subjects[0]
+            return f"send {subjects[0]}", attrs
+        return "send", attrs
+
+    @contextlib.contextmanager
+    def send_batch(self, subjects: List[str], batch_id: str) -> Iterator[Tuple[Any, Dict[str, str]]]:
+        """One ``send`` span (PRODUCER) for an atomic batch of messages to
+        ``subjects``, made current; yields (span, the trace headers that every
+        message of the batch carries). End it with :meth:`puback`."""
+        name, attrs = self._batch_attrs(subjects, batch_id)
+        attrs["messaging.batch.message_count"] = len(subjects)
+        with self._producing(name, self._kind.PRODUCER, attrs) as span:
+            carrier: Dict[str, str] = {}
+            self._propagate.inject(carrier)
+            yield span, carrier
+        for subject in subjects:
+            self.published.add(1, {"messaging.system": SYSTEM, "messaging.destination.name": subject})
+
+    def start_stream_batch(self, subject: str, batch_id: str) -> Tuple[Any, Dict[str, str]]:
+        """A ``send`` span (PRODUCER, child of the current context, not made
+        current) for a fast batch that spans several calls, and the trace
+        headers its messages carry. End it with :meth:`stream_batch_ended`."""
+        name, attrs = self._batch_attrs([subject], batch_id)
+        span = self.tracer.start_span(name, kind=self._kind.PRODUCER, attributes=attrs)
+        carrier: Dict[str, str] = {}
+        self._propagate.inject(carrier, context=self._trace.set_span_in_context(span))
+        return span, carrier
+
+    def stream_batch_ended(self, span: Any, ack: Any, exc: Optional[BaseException], subject: str) -> None:
+        """End a fast batch's span: with its PubAck, or with the error that ended it."""
+        if exc is not None:
+            self._failed(span, exc)
+            return
+        span.set_attribute("messaging.batch.message_count", ack.batch_size or 0)
+        self.published.add(ack.batch_size or 0, {"messaging.system": SYSTEM, "messaging.destination.name": subject})
+        self.puback(span, ack)
 
     def puback(self, span: Any, ack: Any) -> None:
         """Record a PubAck on a publish span and end it."""
@@ -111,10 +172,7 @@ class Instrumentation:
         def done(f: "concurrent.futures.Future[Any]") -> None:
             exc = f.exception() if not f.cancelled() else None
             if f.cancelled() or exc is not None:
-                if exc is not None:
-                    span.record_exception(exc)
-                span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, repr(exc)))
-                span.end()
+                self._failed(span, exc)
             else:
                 self.puback(span, f.result())
 
@@ -152,6 +210,11 @@ class Instrumentation:
         self.consumed.add(1, labels)
         if attrs.get("messaging.nats.delivery_count", 1) > 1:
             self.redelivered.add(1, labels)
+        if "messaging.nats.stream" in attrs:  # a JetStream message: its reply subject says what is left
+            self.lag.set(msg.metadata.num_pending, {
+                "messaging.system": SYSTEM, "messaging.nats.stream": attrs["messaging.nats.stream"],
+                "messaging.consumer.group.name": attrs["messaging.consumer.group.name"],
+            })
 
     @contextlib.contextmanager
     def process(self, msg: "Msg") -> Iterator[Any]:
@@ -163,6 +226,22 @@ class Instrumentation:
             attributes=self._msg_attrs(msg, "process"), links=links,
         ) as span:
             yield span
+
+    def current_headers(self) -> Dict[str, str]:
+        """The W3C trace headers of the current context ({} when no span is current)."""
+        carrier: Dict[str, str] = {}
+        self._propagate.inject(carrier)
+        return carrier
+
+    @contextlib.contextmanager
+    def attached(self, headers: Dict[str, str]) -> Iterator[None]:
+        """The context of these W3C trace headers made current (a process
+        continuing work started elsewhere: a Spark task, its driver's)."""
+        token = self._context.attach(self._propagate.extract(headers))
+        try:
+            yield
+        finally:
+            self._context.detach(token)
 
     def settled(self, msg: "Msg", nak: bool) -> None:
         """Count an ack or a nak."""
@@ -180,6 +259,13 @@ def instrument(tracer_provider: Any = None, meter_provider: Any = None) -> None:
     """
     global active
     active = Instrumentation(tracer_provider, meter_provider)
+
+
+def trace_headers() -> Dict[str, str]:
+    """The ``traceparent``/``tracestate`` of the current span, to carry it to
+    another process; {} when instrumentation is off or no span is current."""
+    tr = active
+    return tr.current_headers() if tr is not None else {}
 
 
 def uninstrument() -> None:

@@ -42,7 +42,8 @@ class Subscriptions:
         self._unwatch: Dict[int, Callable[[], None]] = {}  # sid -> remover of its permission watcher
 
     async def subscribe(
-        self, subject: str, handler: Union[Handler, Sink], queue: str, limits: Optional[Dict[str, int]], denied: Optional[Watcher]
+        self, subject: str, handler: Union[Handler, Sink], queue: str, limits: Optional[Dict[str, int]],
+        denied: Optional[Watcher], requests_to: Optional[str] = None,
     ) -> int:
         """As :meth:`Connection.subscribe` (which gives every argument)."""
         if denied is None:
@@ -55,7 +56,14 @@ class Subscriptions:
                 self._spawn(self.unsubscribe(sid))
             told(err)
 
-        remove = self._permissions.watch(subject, on_denied, queue)  # before the SUB is written
+        removers = [self._permissions.watch(subject, on_denied, queue)]  # before the SUB is written
+        if requests_to is not None:  # and before the request is: a refused one gets no reply, ever
+            removers.append(self._permissions.watch(requests_to, on_denied))
+
+        def remove() -> None:
+            for remover in removers:
+                remover()
+
         try:
             sid = await self._open(subject, handler, queue, limits)
         except BaseException:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from dataclasses import dataclass
 from typing import Dict, Mapping, Optional, Tuple, Union
 
@@ -37,6 +38,7 @@ __all__ = [
     "text_count",
     "parse_offset",
     "parse_time",
+    "trace_context",
 ]
 
 READ = "spark.read"
@@ -47,7 +49,7 @@ WRITE_STREAM = "df.writeStream"
 
 _SOURCE = ("stream", "subjects", "startingOffsets", "startingTime", "minPartitions", "failOnDataLoss",
            "includeHeaders", "fetchBatch", "fetchTimeout")  # fmt: skip
-_SINK = ("subject", "publishTimeout", "msgIdPrefix")
+_SINK = ("subject", "publishTimeout", "msgIdPrefix", "traceparent", "tracestate")
 _CONSUMER = ("consumer", "createConsumer", "ackWait")  # consumer mode: streaming reads only
 # Every option of each role, in its documented spelling.
 KNOWN_OPTIONS: Dict[str, Tuple[str, ...]] = {
@@ -249,6 +251,7 @@ class WriteOptions:
     timeout: float  # publishTimeout: seconds to wait for each PubAck, default 30
     msg_id_prefix: Optional[str]
     connection: ConnectionSettings
+    trace: Dict[str, str]  # traceparent / tracestate: the trace context the messages carry ({}: none given)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> "WriteOptions":
@@ -258,4 +261,29 @@ class WriteOptions:
             timeout=duration_text("publishTimeout", o.get("publishtimeout"), 30.0),
             msg_id_prefix=o.get("msgidprefix") or None,
             connection=connection_from(o),
+            trace=trace_context(o.get("traceparent"), o.get("tracestate")),
         )
+
+
+_TRACEPARENT = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def trace_context(traceparent: Optional[str], tracestate: Optional[str]) -> Dict[str, str]:
+    """The W3C trace headers ``{"traceparent": ..., "tracestate": ...}`` of a
+    write, checked ({} when neither is given)."""
+    if not traceparent:
+        if tracestate:
+            raise errors.InvalidOptionError("option 'tracestate' needs a 'traceparent'")
+        return {}
+    if (not isinstance(traceparent, str) or not _TRACEPARENT.fullmatch(traceparent) or traceparent.startswith("ff")
+            or traceparent[3:35] == "0" * 32 or traceparent[36:52] == "0" * 16):
+        raise errors.InvalidOptionError(
+            f"option 'traceparent' must be a W3C traceparent (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>), "
+            f"got {traceparent!r}"
+        )
+    out = {"traceparent": traceparent}
+    if tracestate:
+        if not isinstance(tracestate, str) or any(c in tracestate for c in "\r\n") or not tracestate.isprintable():
+            raise errors.InvalidOptionError(f"option 'tracestate' must be one line of text, got {tracestate!r}")
+        out["tracestate"] = tracestate
+    return out

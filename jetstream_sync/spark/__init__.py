@@ -5,6 +5,7 @@
   :func:`register`, or found automatically through the ``pyspark_jetstream``
   module).
 - :func:`publish_partition` for ``df.foreachPartition``.
+- :func:`trace_options`: a write's messages continue the driver's trace.
 - :func:`shared_client` / :func:`close_all`: one client per worker process.
 
 See docs/guides/pyspark.md.
@@ -18,7 +19,7 @@ from typing import Optional
 
 from ._clients import close_all, connect_options, shared_client
 from ._read import DataLossError, PartitionIncompleteError
-from ._write import PublishCounts, publish_partition
+from ._write import PublishCounts, publish_partition, trace_options
 from .datasource import SCHEMA, JetStreamDataSource
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "SCHEMA",
     "register",
     "publish_partition",
+    "trace_options",
     "PublishCounts",
     "shared_client",
     "close_all",

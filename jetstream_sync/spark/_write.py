@@ -12,7 +12,9 @@ import jetstream_sync as jss
 
 from ..options import duration, subject as check_subject
 from ..options.connection import connection_settings
+from ..options.spark import trace_context
 from ._clients import Connection, shared_client
+from .._core import otel
 from .._core.logfields import log_fields
 
 _log = logging.getLogger(__name__)
@@ -65,9 +67,16 @@ def publish_rows(
     client: jss.Client,
     timeout: float,
     msg_id: Optional[Callable[[int], str]] = None,
+    trace: Optional[Mapping[str, str]] = None,
 ) -> PublishCounts:
     """Publish every row, wait for every PubAck; raise the first failure after
-    all have settled (so Spark retries the task)."""
+    all have settled (so Spark retries the task).
+
+    ``trace``: the W3C trace headers of the span the write belongs to (the
+    driver's). Every message continues that trace, unless its row's headers
+    carry a ``traceparent`` of their own: instrumented here, each publish
+    span is a child of that context; not instrumented, the headers go on the
+    messages as they are."""
     js = client.jetstream()
     counts = PublishCounts()
     pending: Deque[Any] = collections.deque()
@@ -92,7 +101,10 @@ def publish_rows(
             raise jss.InvalidOptionError("data must not be null")
         if row_id is None and msg_id is not None:
             row_id = msg_id(index)
-        pending.append(js.publish_async(subject, data, headers=headers, msg_id=row_id, timeout=timeout))
+        if trace or (headers and "traceparent" in headers):
+            pending.append(_traced_publish(js, subject, data, headers, row_id, timeout, trace or {}))
+        else:
+            pending.append(js.publish_async(subject, data, headers=headers, msg_id=row_id, timeout=timeout))
         if len(pending) > _CHECK_AFTER:
             settle(pending.popleft())
     while pending:
@@ -100,6 +112,19 @@ def publish_rows(
     if first_error is not None:
         raise first_error
     return counts
+
+
+def _traced_publish(
+    js: jss.JetStream, subject: str, data: Any, headers: Optional[Dict[str, str]], row_id: Optional[str],
+    timeout: float, trace: Mapping[str, str],
+) -> Any:
+    """publish_async of a row in the trace of ``trace``, or of its own traceparent header."""
+    own = headers is not None and "traceparent" in headers
+    if (tr := otel.active) is None:  # the trace headers go on as they are
+        hdrs = headers if own else {**trace, **(headers or {})}
+        return js.publish_async(subject, data, headers=hdrs, msg_id=row_id, timeout=timeout)
+    with tr.attached(dict(headers) if own and headers is not None else dict(trace)):  # the publish span's parent
+        return js.publish_async(subject, data, headers=headers, msg_id=row_id, timeout=timeout)
 
 
 def publish_partition(
@@ -111,6 +136,8 @@ def publish_partition(
     headers_col: str = "headers",
     msg_id_col: str = "msg_id",
     timeout: float = 30.0,
+    traceparent: Optional[str] = None,
+    tracestate: Optional[str] = None,
 ) -> Callable[[Iterator[Any]], None]:
     """A function for ``df.foreachPartition`` that publishes each row to
     JetStream and returns only when every PubAck is in (raising, so that Spark
@@ -126,11 +153,17 @@ def publish_partition(
     Nats-Msg-Id, so a retried task adds no duplicates) are used when present.
     Each Python worker process keeps one connection for all its tasks.
     ``timeout``: seconds to wait for each PubAck (default 30).
+
+    The messages continue the trace of ``traceparent`` (and ``tracestate``),
+    W3C trace headers; by default, with OpenTelemetry on (``jss.instrument()``)
+    here on the driver, the span current at this call. A row whose
+    ``headers`` carry a ``traceparent`` keeps its own.
     """
     settings = connection_settings(connection)  # here, not on the executors
     duration("timeout", timeout)
     if subject is not None:
         check_subject(subject)
+    trace = trace_context(traceparent, tracestate) or otel.trace_headers()  # the driver's, as strings
 
     def run(rows: Iterator[Any]) -> None:
         rows = iter(rows)
@@ -139,10 +172,20 @@ def publish_partition(
         except StopIteration:
             return
         fields = row_fields(_columns(first), subject, subject_col, data_col, headers_col, msg_id_col)
-        counts = publish_rows(_chain(first, rows), fields, shared_client(settings), timeout)
+        counts = publish_rows(_chain(first, rows), fields, shared_client(settings), timeout, trace=trace)
         _log.info("partition published %d, %d duplicates", counts.published, counts.duplicates, extra=log_fields())
 
     return run
+
+
+def trace_options() -> Dict[str, str]:
+    """The ``traceparent``/``tracestate`` options that make the messages of a
+    write continue the current span's trace, for
+    ``df.write.format("jetstream").options(**trace_options())`` on the driver
+    (Spark makes the writer in a Python worker of its own, where the
+    application's span is not current); {} when OpenTelemetry is off
+    (``jss.instrument()``) or no span is current."""
+    return otel.trace_headers()
 
 
 def _columns(row: Any) -> Iterable[str]:

@@ -348,13 +348,16 @@ class _Writer:
         self.opts = opts
         self.columns = columns
         row_fields(columns, opts.subject)  # fail on missing columns before any task runs
+        # Spark asks for the writer in a Python worker of its own, where no span of the
+        # application is current: the trace comes in the options (see trace_options()).
+        self.trace = opts.trace
 
     def _write(self, rows: Iterator[Any], msg_id_prefix: Optional[str]) -> PublishedCommit:
         partition = _task()[0]
         client = shared_client(self.opts.connection)
         fields = row_fields(self.columns, self.opts.subject)
         msg_id = (lambda i: f"{msg_id_prefix}:{partition}:{i}") if msg_id_prefix else None
-        counts = publish_rows(rows, fields, client, self.opts.timeout, msg_id)
+        counts = publish_rows(rows, fields, client, self.opts.timeout, msg_id, self.trace)
         return PublishedCommit(partition, counts.published, counts.duplicates)
 
     @staticmethod

@@ -71,8 +71,8 @@ class SystemClient:
     case after ``timeout`` seconds: fewer replies than servers are returned as
     they came, not raised.
 
-    Raises :class:`PermissionDeniedError` when no server answers (the user
-    lacks system-account rights), :class:`APIError` when a server refuses the
+    Raises :class:`PermissionDeniedError` when the server refuses the request
+    (at once) or no server answers (the user lacks system-account rights), :class:`APIError` when a server refuses the
     request (bad options), :class:`InvalidOptionError` for bad arguments
     before anything is sent. Thread-safe: each call is its own request.
     """
@@ -151,6 +151,8 @@ class SystemClient:
                 got = list(replies)
         except errors.NoRespondersError:
             got = []
+        except errors.PermissionDeniedError as exc:  # the server refused the request: said at once
+            raise errors.PermissionDeniedError(f"the server refused the request to {req.subject}: {NEEDS_RIGHTS}") from exc
         if not got:
             raise _nobody(req.subject, server_id, req.timeout)
         return got

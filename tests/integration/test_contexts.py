@@ -210,3 +210,26 @@ def test_shared_client_connects_to_the_contexts_server(tmp_path, server):
         assert nc.connected_url is not None and nc.new_inbox().startswith("_SHARED.")
     finally:
         jss.close_shared_clients()
+
+
+def test_shared_clients_of_two_contexts_from_the_environment_are_two_clients(tmp_path, monkeypatch, server):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    contexts = tmp_path / "nats" / "context"
+    contexts.mkdir(parents=True)
+    write_context(contexts, "a", url=server.url, inbox_prefix="_A")
+    write_context(contexts, "b", url=server.url, inbox_prefix="_B")
+    try:
+        monkeypatch.setenv("NATS_CONTEXT", "a")
+        a = jss.shared_client()
+        monkeypatch.setenv("NATS_CONTEXT", "b")
+        b = jss.shared_client()
+        assert a is not b and (a.new_inbox()[:3], b.new_inbox()[:3]) == ("_A.", "_B.")
+        assert jss.shared_client() is b
+        monkeypatch.delenv("NATS_CONTEXT")  # context=True: the one context.txt selects
+        (tmp_path / "nats" / "context.txt").write_text("a")
+        selected_a = jss.shared_client(context=True)
+        (tmp_path / "nats" / "context.txt").write_text("b")
+        selected_b = jss.shared_client(context=True)
+        assert selected_a is not selected_b and selected_b.new_inbox().startswith("_B.")
+    finally:
+        jss.close_shared_clients()

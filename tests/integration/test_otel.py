@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, List, Tuple
 
 import pytest
 
@@ -18,45 +18,10 @@ from ..helpers import wait_until
 pytest.importorskip("opentelemetry.sdk")
 
 from opentelemetry import trace  # noqa: E402
-from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from .. import tracing
+from ..tracing import DjangoWorker, Otel, order_app  # noqa: E402
 
 Kind = trace.SpanKind
-
-
-class Otel:
-    def __init__(self) -> None:
-        self.exporter = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.reader = InMemoryMetricReader()
-        self.meter_provider = MeterProvider(metric_readers=[self.reader])
-        self.tracer = self.tracer_provider.get_tracer("app")
-
-    def spans(self, name_prefix: str = "") -> List[Any]:
-        return [s for s in self.exporter.get_finished_spans() if s.name.startswith(name_prefix)]
-
-    def counters(self) -> Dict[str, int]:
-        out: Dict[str, int] = {}
-        data = self.reader.get_metrics_data()
-        for rm in data.resource_metrics if data else []:
-            for sm in rm.scope_metrics:
-                for m in sm.metrics:
-                    out[m.name] = sum(p.value for p in m.data.data_points)
-        return out
-
-
-@pytest.fixture
-def otel() -> Iterator[Otel]:
-    o = Otel()
-    jss.instrument(tracer_provider=o.tracer_provider, meter_provider=o.meter_provider)
-    try:
-        yield o
-    finally:
-        jss.uninstrument()
 
 
 class Running:
@@ -72,14 +37,7 @@ class Running:
 
 
 def test_a_flask_request_trace_is_continued_by_a_worker_handler(otel, nc, js, stream, subj, cons):
-    flask = pytest.importorskip("flask")
-    app = flask.Flask("orders")
-
-    @app.post("/orders")
-    def create_order() -> Tuple[str, int]:
-        with otel.tracer.start_as_current_span("POST /orders", kind=Kind.SERVER):
-            js.publish(subj, b"order-1", msg_id="order-1")
-        return "queued", 202
+    app = order_app(otel, js, subj)
 
     assert app.test_client().post("/orders").status_code == 202
 
@@ -127,6 +85,41 @@ def test_a_flask_request_trace_is_continued_by_a_worker_handler(otel, nc, js, st
     wait_until(lambda: otel.counters().get("messaging.nats.acked.messages") == 1)
     counts = otel.counters()
     assert counts["messaging.client.sent.messages"] == 1 and counts["messaging.client.consumed.messages"] == 1
+
+
+def test_a_django_worker_continues_the_trace_of_a_flask_request(otel, monkeypatch, server, nc, js, subj, cons):
+    app = order_app(otel, js, subj)
+
+    shipped = nc.subscribe("otel.shipped")
+    # manage.py jetstream_worker tests.tracing:handle; the handler publishes onward
+    worker = DjangoWorker(monkeypatch, server.url, cons.stream_name, cons.name,
+                          then=lambda msg: nc.publish("otel.shipped", b"shipped " + msg.data))
+    try:
+        assert app.test_client().post("/orders").status_code == 202
+        onward = shipped.next_msg(timeout=30)
+    finally:
+        worker.stop()
+        shipped.unsubscribe()
+    assert onward.data == b"shipped order-1"
+
+    (request,) = otel.spans("POST /orders")
+    (send,) = otel.spans(f"send {subj}")
+    (process,) = otel.spans(f"process {subj}")
+    (send_onward,) = otel.spans("send otel.shipped")
+    (receive_onward,) = otel.spans("receive otel.shipped")
+    trace_id = request.context.trace_id
+    assert {s.context.trace_id for s in (request, send, process, send_onward)} == {trace_id}  # one trace
+    assert send.parent.span_id == request.context.span_id
+    # the Django worker's handler: a CONSUMER process span, child of and linked to the publish
+    assert process.kind == Kind.CONSUMER and process.parent.span_id == send.context.span_id
+    assert [link.context.span_id for link in process.links] == [send.context.span_id]
+    assert process.attributes["messaging.consumer.group.name"] == cons.name
+    (msg, current), = tracing.handled
+    assert msg.data == b"order-1" and current.span_id == process.context.span_id  # current in the handler
+    # what the handler publishes is the next hop of the same trace
+    assert send_onward.kind == Kind.PRODUCER and send_onward.parent.span_id == process.context.span_id
+    assert onward.headers["traceparent"].split("-")[1:3] == [f"{trace_id:032x}", f"{send_onward.context.span_id:016x}"]
+    assert [link.context.span_id for link in receive_onward.links] == [send_onward.context.span_id]
 
 
 def test_next_fetch_and_consume_continue_the_trace(otel, js, subj, cons):
@@ -262,3 +255,163 @@ def test_a_failed_request_ends_its_span_with_an_error(otel, nc):
     (span,) = otel.spans("send otel.nobody")
     assert span.status.status_code == trace.StatusCode.ERROR
     assert [e.name for e in span.events] == ["exception"]
+
+
+def test_consumer_lag_is_the_num_pending_of_the_last_message_handed_out(otel, js, stream, subj, cons):
+    for i in range(5):
+        js.publish(subj, b"%d" % i)
+    other = stream.create_consumer(durable_name="other", ack_policy="explicit")
+    got = list(cons.fetch(2, expires=5))
+    assert [m.metadata.num_pending for m in got] == [4, 3]
+    labels = {"messaging.system": "nats", "messaging.nats.stream": stream.name}
+    assert otel.points("messaging.nats.consumer.lag") == [({**labels, "messaging.consumer.group.name": cons.name}, 3)]
+    other.next(timeout=5)
+    cons.next(timeout=5)
+    lags = {a["messaging.consumer.group.name"]: v for a, v in otel.points("messaging.nats.consumer.lag")}
+    assert lags == {cons.name: 2, "other": 4}  # one gauge per consumer
+    with stream.ordered_consumer().messages() as ctx:  # ordered: its own ephemeral consumer, one value too
+        for _ in range(5):
+            ctx.next(timeout=5)
+    assert sorted(v for _, v in otel.points("messaging.nats.consumer.lag")) == [0, 2, 4]
+
+
+def test_an_atomic_batch_is_one_send_span_whose_context_every_message_carries(otel, js, cons, subj):
+    js.update_stream(name=cons.stream_name, subjects=[f"{subj.split('.')[0]}.>"], allow_atomic=True)
+    with otel.tracer.start_as_current_span("import"):
+        ack = js.publish_batch([(subj, b"1"), (subj, b"2", {"k": "v"}), (subj, b"3")])
+    (request,) = otel.spans("import")
+    (send,) = otel.spans("send ")
+    assert send.name == f"send {subj}" and send.kind == Kind.PRODUCER
+    assert send.parent.span_id == request.context.span_id
+    attrs = send.attributes
+    assert attrs["messaging.batch.message_count"] == 3 and attrs["messaging.nats.batch.id"] == ack.batch_id
+    assert attrs["messaging.nats.stream.sequence"] == ack.seq == 3 and attrs["messaging.destination.name"] == subj
+    msgs = list(cons.fetch(3, expires=5))
+    assert [m.headers["traceparent"].split("-")[2] for m in msgs] == [f"{send.context.span_id:016x}"] * 3
+    assert msgs[1].headers["k"] == "v"
+    assert otel.counters()["messaging.client.sent.messages"] == 3
+    # to several subjects: the span is named "send" without a destination
+    js.publish_batch([(subj, b"a"), (subj + ".x", b"b")])
+    assert [s.name for s in otel.spans("send")][-1] == "send"
+    assert "messaging.destination.name" not in otel.spans("send")[-1].attributes
+
+
+def test_a_refused_atomic_batch_ends_its_span_with_the_error(otel, js, stream, subj):
+    with pytest.raises(jss.APIError):  # the stream has no allow_atomic
+        js.publish_batch([(subj, b"1"), (subj, b"2")])
+    (send,) = otel.spans("send ")
+    assert send.status.status_code == trace.StatusCode.ERROR and [e.name for e in send.events] == ["exception"]
+    with pytest.raises(jss.InvalidOptionError):  # bad input: no span at all
+        js.publish_batch([(subj, b"1"), ("bad subject", b"2")])
+    assert len(otel.spans("send")) == 1
+
+
+def test_a_fast_batch_is_one_send_span_from_its_first_message_to_its_puback(otel, js, stream_name):
+    name = f"FAST{stream_name}"
+    js.create_stream(name=name, subjects=["otelfast.>"], allow_batched=True, max_msg_size=1024)
+    try:
+        with otel.tracer.start_as_current_span("load"):
+            batch = js.fast_batch(flow=2)
+        batch.add("otelfast.a", b"1")  # the span's parent is the context of its first message...
+        with otel.tracer.start_as_current_span("elsewhere"):
+            batch.add("otelfast.a", b"2", headers={"k": "v"})  # ...not of later calls
+        assert otel.spans("send ") == []  # open until the PubAck
+        ack = batch.commit("otelfast.a", b"3")
+        (send,) = otel.spans("send ")
+        assert send.name == "send otelfast.a" and send.kind == Kind.PRODUCER and send.parent is None
+        attrs = send.attributes
+        assert attrs["messaging.batch.message_count"] == 3 and attrs["messaging.nats.batch.id"] == ack.batch_id
+        assert attrs["messaging.nats.stream"] == name and attrs["messaging.nats.stream.sequence"] == 3
+        stored = [js.get_msg(name, seq=i) for i in (1, 2, 3)]
+        assert {m.headers["traceparent"].split("-")[2] for m in stored} == {f"{send.context.span_id:016x}"}
+        assert stored[1].headers["k"] == "v"
+        assert otel.counters()["messaging.client.sent.messages"] == 3
+
+        with otel.tracer.start_as_current_span("load") as load:
+            with pytest.raises(jss.FastBatchError):
+                js.publish_fast_batch([("otelfast.b", b"ok")] * 3 + [("otelfast.b", b"x" * 2000)] + [("otelfast.b", b"ok")] * 30,
+                                      flow=2, max_outstanding_acks=1)  # fmt: skip
+        failed = otel.spans("send ")[-1]
+        assert failed.parent.span_id == load.get_span_context().span_id
+        assert failed.status.status_code == trace.StatusCode.ERROR
+        assert [e.attributes["exception.type"] for e in failed.events] == ["jetstream_sync.FastBatchError"]
+    finally:
+        js.delete_stream(name)
+
+
+def test_a_core_subscription_hands_out_receive_spans_and_runs_its_callback_in_a_process_span(otel, nc):
+    sub = nc.subscribe("otel.sub")
+    seen: List[Any] = []
+    cb_sub = nc.subscribe("otel.cb", cb=lambda m: seen.append(trace.get_current_span().get_span_context()))
+    try:
+        with otel.tracer.start_as_current_span("caller"):
+            nc.publish("otel.sub", b"a")
+            nc.publish("otel.cb", b"b")
+        msg = sub.next_msg(timeout=5)
+        wait_until(lambda: seen and otel.spans("process otel.cb"))
+    finally:
+        sub.unsubscribe()
+        cb_sub.unsubscribe()
+    (send_a,) = otel.spans("send otel.sub")
+    (receive,) = otel.spans("receive otel.sub")
+    assert msg.data == b"a" and receive.kind == Kind.CONSUMER
+    assert [lk.context.span_id for lk in receive.links] == [send_a.context.span_id]
+    assert receive.attributes["messaging.operation.type"] == "receive"
+    (send_b,) = otel.spans("send otel.cb")
+    (process,) = otel.spans("process otel.cb")
+    assert process.kind == Kind.CONSUMER and process.parent.span_id == send_b.context.span_id
+    assert process.context.trace_id == send_b.context.trace_id
+    assert [lk.context.span_id for lk in process.links] == [send_b.context.span_id]
+    assert seen[0].span_id == process.context.span_id  # current in the callback
+    assert otel.spans("receive otel.cb") == []  # a callback's message gets the process span only
+
+
+def _in_a_thread(fn: Any) -> None:
+    """Run ``fn`` on another thread (an executor's task: no span of the caller is current there)."""
+    errors: List[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            errors.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(60)
+    assert not t.is_alive() and not errors, errors
+
+
+def test_publish_partition_continues_the_drivers_trace_on_an_instrumented_executor(otel, server, js, subj, cons):
+    from jetstream_sync.spark import publish_partition
+
+    with otel.tracer.start_as_current_span("handler") as handler:
+        write = publish_partition(server.url, subject=subj)  # on the driver: the current span is captured
+    _in_a_thread(lambda: write(iter([{"data": b"1"}, {"data": b"2"}])))
+    sends = otel.spans(f"send {subj}")
+    assert len(sends) == 2
+    assert {s.parent.span_id for s in sends} == {handler.get_span_context().span_id}
+    assert {s.context.trace_id for s in sends} == {handler.get_span_context().trace_id}
+    msgs = list(cons.fetch(2, expires=5))
+    assert {m.headers["traceparent"].split("-")[2] for m in msgs} == {f"{s.context.span_id:016x}" for s in sends}
+
+
+def test_publish_partition_carries_the_drivers_trace_to_an_executor_without_instrumentation(otel, server, js, subj, cons):
+    from jetstream_sync.spark import publish_partition
+
+    with otel.tracer.start_as_current_span("handler") as handler:
+        write = publish_partition(server.url, subject=subj)
+    jss.uninstrument()  # the executor's process: nothing instrumented there
+    own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    rows = [{"data": b"1", "headers": None}, {"data": b"2", "headers": {"traceparent": own, "k": "v"}}]
+    _in_a_thread(lambda: write(iter(rows)))
+    first, second = cons.fetch(2, expires=5)
+    ctx = handler.get_span_context()
+    assert first.headers["traceparent"].split("-")[:3] == ["00", f"{ctx.trace_id:032x}", f"{ctx.span_id:016x}"]
+    assert second.headers == {"traceparent": own, "k": "v"}  # a row's own trace context wins
+    # an explicit traceparent, as a data source option would give it
+    explicit = publish_partition(server.url, subject=subj, traceparent=own, tracestate="v=1")
+    _in_a_thread(lambda: explicit(iter([{"data": b"3"}])))
+    assert cons.next(timeout=5).headers == {"traceparent": own, "tracestate": "v=1"}
+    with pytest.raises(jss.InvalidOptionError, match="traceparent"):
+        publish_partition(server.url, subject=subj, traceparent="00-abc")

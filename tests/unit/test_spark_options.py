@@ -19,6 +19,7 @@ from jetstream_sync.options.spark import (
     WriteOptions,
     check_names,
     parse_offset,
+    trace_context,
 )
 
 NATS = {"servers": "nats://127.0.0.1:4222"}
@@ -264,3 +265,26 @@ def test_the_guide_s_option_table_lists_every_option_of_every_role():
                 if mark == "✓":
                     documented[role].add(name)
     assert documented == {role: set(KNOWN_OPTIONS[role]) for role in columns}
+
+
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def test_a_write_carries_the_trace_context_of_its_options():
+    opts = WriteOptions.parse({"servers": "nats://h:4222", "traceparent": TRACEPARENT, "traceState": "k=v"}, streaming=False)
+    assert opts.trace == {"traceparent": TRACEPARENT, "tracestate": "k=v"}
+    assert WriteOptions.parse({"servers": "nats://h:4222"}, streaming=True).trace == {}
+
+
+@pytest.mark.parametrize("parent, state, match", [
+    ("00-abc", None, "W3C traceparent"),
+    (TRACEPARENT.upper(), None, "W3C traceparent"),  # lower-case hex only
+    ("ff" + TRACEPARENT[2:], None, "W3C traceparent"),  # version ff is invalid
+    ("00-" + "0" * 32 + TRACEPARENT[35:], None, "W3C traceparent"),  # all-zero trace id
+    (TRACEPARENT[:36] + "0" * 16 + "-01", None, "W3C traceparent"),  # all-zero span id
+    (None, "k=v", "needs a 'traceparent'"),
+    (TRACEPARENT, "k=v\r\nX: y", "one line"),
+])  # fmt: skip
+def test_a_malformed_trace_context_is_refused(parent, state, match):
+    with pytest.raises(jss.InvalidOptionError, match=match):
+        trace_context(parent, state)
