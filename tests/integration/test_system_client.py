@@ -65,7 +65,9 @@ def test_every_endpoint_answers_from_every_server(sysnc):
     assert all(h.ok and isinstance(h, Healthz) for h in system.healthz())
     assert all(a.system_account == "SYS" and "APP" in a.accounts for a in system.accountz())
     assert all(r.num_routes >= 2 for r in system.routez())
-    assert all(s.mem > 0 and s.active_servers == 3 for s in system.statsz())
+    # active_servers counts the servers whose stats reached this one: right after
+    # the cluster formed some may not have yet (they send them periodically)
+    wait_until(lambda: all(s.mem > 0 and s.active_servers == 3 for s in system.statsz()), timeout=30)
     assert sum(c.num_connections for c in system.connz()) >= 1  # this client, on n0
 
 
