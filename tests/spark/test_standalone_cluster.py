@@ -11,8 +11,9 @@ Run alone: ``python -m pytest tests/spark/test_standalone_cluster.py``.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, List
 
 import pytest
 
@@ -73,6 +74,23 @@ def _exactly_once(spark: Any, path: Path, n: int) -> None:
     assert row.rows == n  # and no row twice
 
 
+def _kill_the_trapped_worker(cluster: StandaloneCluster, spark: Any, marker: Path, failed: Callable[[], Any],
+                             done: Callable[[], bool]) -> None:
+    """Once the trap holds a task, kill its worker; ``done()`` (the batch or job
+    finished) must then come true on the other worker alone, without
+    ``failed()``; then the killed worker is restarted and gets an executor."""
+    role = wait_for_file(marker, timeout=300, failed=failed)
+    assert executors(spark) == 2
+    assert not done()  # mid-batch: the trapped task holds it
+    worker = int(role.removeprefix("worker"))
+    cluster.kill_worker(worker)
+    wait_until(lambda: failed() is not None or done(), timeout=300, interval=0.2)
+    assert failed() is None
+    cluster.start_worker(worker)
+    cluster.wait_workers(2)
+    wait_until(lambda: executors(spark) == 2, timeout=180, interval=0.5)
+
+
 def _to_parquet_with_a_worker_killed(cluster: StandaloneCluster, spark: Any, reader: Any, tmp_path: Path, at: int,
                                      trap_batch: int) -> Path:
     """Run ``reader`` to Parquet (availableNow) and kill the worker that the
@@ -88,20 +106,10 @@ def _to_parquet_with_a_worker_killed(cluster: StandaloneCluster, spark: Any, rea
         .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start()
     )  # fmt: skip
     try:
-        role = wait_for_file(marker, timeout=300, failed=query.exception)
-        assert executors(spark) == 2
-        assert all(p.batchId < trap_batch for p in query.recentProgress)  # the trapped batch is not done
-        worker = int(role.removeprefix("worker"))
-        cluster.kill_worker(worker)
-
         def past_the_trap() -> bool:
-            return bool(query.exception() or not query.isActive or any(p.batchId >= trap_batch for p in query.recentProgress))
+            return not query.isActive or any(p.batchId >= trap_batch for p in query.recentProgress)
 
-        wait_until(past_the_trap, timeout=300, interval=0.2)  # one worker left: it finished the batch
-        assert query.exception() is None
-        cluster.start_worker(worker)
-        cluster.wait_workers(2)
-        wait_until(lambda: executors(spark) == 2, timeout=180, interval=0.5)
+        _kill_the_trapped_worker(cluster, spark, marker, query.exception, past_the_trap)
         assert query.awaitTermination(300)
         assert query.exception() is None
     finally:
@@ -142,17 +150,40 @@ def test_streaming_query_survives_a_worker_killed_mid_batch(cluster, cspark, ser
 
 
 @pytest.mark.timeout(600)
-def test_write_publishes_each_row_once(cspark, server, js, stream_name):
+def test_write_with_a_worker_killed_mid_write_publishes_each_row_once(cluster, cspark, server, nc, js, stream_name,
+                                                                       tmp_path):
     from pyspark.sql import functions as F
 
     n = 30_000
     subject = f"{stream_name.lower()}.w"
     js.create_stream(name=stream_name, subjects=[subject])
-    df = cspark.range(n).repartition(4).selectExpr("CAST(id AS STRING) AS data", "concat('id-', id) AS msg_id")
+    marker, release = tmp_path / "trapped", tmp_path / "release"
+    # Two partitions, no shuffle; the trap is halfway through the second.
+    ids = cspark.range(0, n, 1, 2).withColumn("id", F.udf(trap(str(marker), str(release), 3 * n // 4), "long")("id"))
+    df = ids.selectExpr("CAST(id AS STRING) AS data", "concat('id-', id) AS msg_id")
     writer = df.write.format("jetstream").option("servers", server.url).option("subject", subject).mode("append")
-    writer.save()
+    errors: List[BaseException] = []
+
+    def save() -> None:
+        # Spark finds a Python data source through the JVM thread's active session, which a new thread lacks.
+        cspark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(cspark._jsparkSession)
+        try:
+            writer.save()
+        except BaseException as exc:  # reported by the test thread
+            errors.append(exc)
+
+    saving = threading.Thread(target=save, name="df.write", daemon=True)
+    saving.start()
+    try:
+        # The retried task publishes its partition again: the msg_id column makes the stream drop what was in.
+        _kill_the_trapped_worker(cluster, cspark, marker, lambda: errors[0] if errors else None,
+                                 lambda: not saving.is_alive())
+    finally:
+        release.touch()
+        saving.join(300)
+    assert not errors and not saving.is_alive()
     assert js.stream_info(stream_name).state.messages == n
-    writer.save()  # a re-run: the msg_id column makes the stream drop every row as a duplicate
+    writer.save()  # a re-run: every row dropped as a duplicate
     assert js.stream_info(stream_name).state.messages == n
     back = cspark.read.format("jetstream").option("servers", server.url).option("stream", stream_name).load()
     assert back.agg(F.countDistinct("data")).first()[0] == n
