@@ -10,6 +10,7 @@ how teardown proves nothing is left.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -87,7 +88,7 @@ class StandaloneCluster:
     def alive_workers(self) -> int:
         try:
             return sum(1 for w in self.state()["workers"] if w["state"] == "ALIVE")
-        except OSError:  # the master is not listening yet
+        except (OSError, ValueError, http.client.HTTPException):  # the master is not (fully) up yet
             return 0
 
     def wait_workers(self, n: int, timeout: float = 180.0) -> None:
