@@ -1,0 +1,208 @@
+"""The data source on a real Spark standalone cluster (issue 23, item 4): a
+master and two workers from the pip install, each its own JVM with one core,
+the driver in this process. A worker is killed with SIGKILL (all of its
+processes, as when its machine dies) while a task of a micro-batch is running
+on it; what a data engineer sees: the task is retried on the other worker, the
+query goes on and ends normally, the restarted worker gets an executor again,
+and the output holds every message exactly once.
+
+Run alone: ``python -m pytest tests/spark/test_standalone_cluster.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterator, List
+
+import pytest
+
+from jetstream_sync.testing import wait_until
+
+from ..helpers import publish
+from .standalone import StandaloneCluster, executors, session_options, trap, wait_for_file
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Iterator[StandaloneCluster]:
+    """Master and two workers; teardown kills every process of the cluster and checks none is left."""
+    nodes = StandaloneCluster(tmp_path_factory.mktemp("spark-standalone"), worker_memory="1g")
+    try:
+        nodes.start_master()
+        nodes.start_worker(0)
+        nodes.start_worker(1)
+        nodes.wait_workers(2)
+        yield nodes
+    finally:
+        nodes.stop()
+
+
+@pytest.fixture(scope="module")
+def cspark(cluster: StandaloneCluster, local_spark_holder, server) -> Iterator[Any]:
+    """A driver session on the cluster: one executor of one core on each worker."""
+    from pyspark.sql import SparkSession
+
+    from jetstream_sync.spark import register
+
+    local = local_spark_holder.pop("session", None)
+    if local is not None:
+        local.stop()  # one SparkContext per process; the next local test starts a new one
+    builder = SparkSession.builder.master(cluster.url).appName("jetstream-sync-standalone")
+    for key, value in {**session_options(), "spark.executor.memory": "512m", "spark.executor.cores": "1"}.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    try:
+        session.sparkContext.setLogLevel("ERROR")  # the killed executor's errors are expected
+        register(session)
+        wait_until(lambda: executors(session) == 2, timeout=180, interval=0.5)
+        yield session
+    finally:
+        session.stop()
+
+
+def _exactly_once(spark: Any, path: Path, n: int) -> None:
+    """The Parquet output (as its _spark_metadata log lists it) holds sequences 1..n, each once."""
+    from pyspark.sql import functions as F
+
+    row = spark.read.parquet(str(path)).agg(
+        F.count("*").alias("rows"), F.countDistinct("seq").alias("seqs"), F.min("seq").alias("lo"),
+        F.max("seq").alias("hi"),
+    ).first()
+    assert (row.seqs, row.lo, row.hi) == (n, 1, n)  # every sequence at least once
+    assert row.rows == n  # and no row twice
+
+
+def _kill_the_trapped_worker(cluster: StandaloneCluster, spark: Any, marker: Path, failed: Callable[[], Any],
+                             done: Callable[[], bool]) -> None:
+    """Once the trap holds a task, kill its worker; ``done()`` (the batch or job
+    finished) must then come true on the other worker alone, without
+    ``failed()``; then the killed worker is restarted and gets an executor."""
+    role = wait_for_file(marker, timeout=300, failed=failed)
+    assert executors(spark) == 2
+    assert not done()  # mid-batch: the trapped task holds it
+    worker = int(role.removeprefix("worker"))
+    cluster.kill_worker(worker)
+    wait_until(lambda: failed() is not None or done(), timeout=300, interval=0.2)
+    assert failed() is None
+    cluster.start_worker(worker)
+    cluster.wait_workers(2)
+    wait_until(lambda: executors(spark) == 2, timeout=180, interval=0.5)
+
+
+def _to_parquet_with_a_worker_killed(cluster: StandaloneCluster, spark: Any, reader: Any, tmp_path: Path, at: int,
+                                     trap_batch: int) -> Path:
+    """Run ``reader`` to Parquet (availableNow) and kill the worker that the
+    trap holds mid-batch at sequence ``at``: the batch must finish on the other
+    worker; the killed one is restarted and gets an executor; the query ends
+    without an error. Returns the sink's path."""
+    from pyspark.sql import functions as F
+
+    sink, marker, release = tmp_path / "sink", tmp_path / "trapped", tmp_path / "release"
+    df = reader.load().withColumn("seq", F.udf(trap(str(marker), str(release), at), "long")("seq"))
+    query = (
+        df.writeStream.format("parquet").option("path", str(sink))
+        .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start()
+    )  # fmt: skip
+    try:
+        def past_the_trap() -> bool:
+            return not query.isActive or any(p.batchId >= trap_batch for p in query.recentProgress)
+
+        _kill_the_trapped_worker(cluster, spark, marker, query.exception, past_the_trap)
+        assert query.awaitTermination(300)
+        assert query.exception() is None
+    finally:
+        release.touch()  # a trapped task that was not killed returns
+        query.stop()
+    return sink
+
+
+@pytest.mark.timeout(600)
+def test_batch_read_is_exact(cspark, server, js, stream_name):
+    n = 30_000
+    subject = f"{stream_name.lower()}.x"
+    js.create_stream(name=stream_name, subjects=[subject])
+    publish(js, subject, n)
+    df = (
+        cspark.read.format("jetstream").option("servers", server.url).option("stream", stream_name)
+        .option("minPartitions", "4").load()
+    )  # fmt: skip
+    seqs = [r.seq for r in df.select("seq").collect()]
+    assert len(seqs) == n
+    assert sorted(seqs) == list(range(1, n + 1))
+
+
+@pytest.mark.timeout(600)
+def test_streaming_query_survives_a_worker_killed_mid_batch(cluster, cspark, server, js, stream_name, tmp_path):
+
+    n, per_batch, at = 30_000, 10_000, 15_000  # the trap is in batch 1 (of 0, 1, 2)
+    subject = f"{stream_name.lower()}.x"
+    js.create_stream(name=stream_name, subjects=[subject])
+    publish(js, subject, n)
+    reader = (
+        cspark.readStream.format("jetstream").option("servers", server.url).option("stream", stream_name)
+        .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(per_batch))
+        .option("minPartitions", "2")
+    )  # fmt: skip
+    sink = _to_parquet_with_a_worker_killed(cluster, cspark, reader, tmp_path, at, trap_batch=(at - 1) // per_batch)
+    _exactly_once(cspark, sink, n)
+
+
+@pytest.mark.timeout(600)
+def test_write_with_a_worker_killed_mid_write_publishes_each_row_once(cluster, cspark, server, nc, js, stream_name,
+                                                                       tmp_path):
+    from pyspark.sql import functions as F
+
+    n = 30_000
+    subject = f"{stream_name.lower()}.w"
+    js.create_stream(name=stream_name, subjects=[subject])
+    marker, release = tmp_path / "trapped", tmp_path / "release"
+    # Two partitions, no shuffle; the trap is halfway through the second.
+    ids = cspark.range(0, n, 1, 2).withColumn("id", F.udf(trap(str(marker), str(release), 3 * n // 4), "long")("id"))
+    df = ids.selectExpr("CAST(id AS STRING) AS data", "concat('id-', id) AS msg_id")
+    writer = df.write.format("jetstream").option("servers", server.url).option("subject", subject).mode("append")
+    errors: List[BaseException] = []
+
+    def save() -> None:
+        # Spark finds a Python data source through the JVM thread's active session, which a new thread lacks.
+        cspark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(cspark._jsparkSession)
+        try:
+            writer.save()
+        except BaseException as exc:  # reported by the test thread
+            errors.append(exc)
+
+    saving = threading.Thread(target=save, name="df.write", daemon=True)
+    saving.start()
+    try:
+        # The retried task publishes its partition again: the msg_id column makes the stream drop what was in.
+        _kill_the_trapped_worker(cluster, cspark, marker, lambda: errors[0] if errors else None,
+                                 lambda: not saving.is_alive())
+    finally:
+        release.touch()
+        saving.join(300)
+    assert not errors and not saving.is_alive()
+    assert js.stream_info(stream_name).state.messages == n
+    writer.save()  # a re-run: every row dropped as a duplicate
+    assert js.stream_info(stream_name).state.messages == n
+    back = cspark.read.format("jetstream").option("servers", server.url).option("stream", stream_name).load()
+    assert back.agg(F.countDistinct("data")).first()[0] == n
+
+
+@pytest.mark.timeout(600)
+def test_work_queue_consumer_mode_survives_a_worker_killed_mid_batch(cluster, cspark, server, js, stream_name, tmp_path):
+
+    n, per_batch, at = 100_000, 25_000, 60_000  # the trap is in batch 2 (of 0 … 3)
+    subject = f"{stream_name.lower()}.jobs"
+    js.create_stream(name=stream_name, subjects=[subject], retention="workqueue")
+    publish(js, subject, n)
+    reader = (
+        cspark.readStream.format("jetstream").option("servers", server.url).option("stream", stream_name)
+        .option("consumer", "spark").option("createConsumer", "true")
+        .option("maxOffsetsPerTrigger", str(per_batch)).option("minPartitions", "2")
+    )  # fmt: skip
+    sink = _to_parquet_with_a_worker_killed(cluster, cspark, reader, tmp_path, at, trap_batch=(at - 1) // per_batch)
+    _exactly_once(cspark, sink, n)  # at least once is the promise; the retried task had the same rows
+    assert js.stream_info(stream_name).state.messages == 0  # every batch acked, the last one too
+    info = js.consumer_info(stream_name, "spark")
+    assert info.num_pending == 0 and info.num_ack_pending == 0
