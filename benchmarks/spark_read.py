@@ -15,6 +15,8 @@ Spark's Python data source path and against the client alone.
   cross into the JVM). The first query of each source runs once beforehand
   and is not counted (see ``first``).
 ``write``: the same rows (a DataFrame cached in the JVM) published by
+  (w0) nothing: a foreachPartition that only iterates its Rows (Spark's cost
+       of handing Rows to Python, the ceiling of any foreachPartition publisher),
   (w1) df.write.format("jetstream"), (w2) df.foreachPartition(publish_partition),
   (w3) js.publish_async in one process, every PubAck checked; a fresh stream each time.
 ``first``: for each source, a fresh SparkSession in its own process (no
@@ -214,9 +216,15 @@ def read(args: argparse.Namespace) -> None:
          f"Spark read {n:,} x {size} B, local[2] (median of {args.runs})")
 
 
+def _drain(rows: Iterator[Any]) -> None:
+    for _ in rows:
+        pass
+
+
 def write(args: argparse.Namespace) -> None:
     n, size = args.count, args.size
     labels = {
+        "w0": "(w0) df.foreachPartition(no-op): Spark's Row path alone",
         "w1": "(w1) df.write.format('jetstream')",
         "w2": "(w2) df.foreachPartition(publish_partition(...))",
         "w3": "(w3) one process, js.publish_async, every PubAck checked",
@@ -254,11 +262,14 @@ def write(args: argparse.Namespace) -> None:
             for f in futures:
                 f.result(timeout=60)
 
-        runs = {"w1": w1, "w2": w2, "w3": w3}
-        for key in ("w1", "w2"):  # the first job of each: Python workers, JIT
+        def w0() -> None:
+            df.foreachPartition(_drain)
+
+        runs = {"w0": w0, "w1": w1, "w2": w2, "w3": w3}
+        for key in ("w0", "w1", "w2"):  # the first job of each: Python workers, JIT
             fresh()
             runs[key]()
-        _interleave(runs, results, meter, args.runs, before=fresh, check=lambda key: stored() == n)
+        _interleave(runs, results, meter, args.runs, before=fresh, check=lambda key: key == "w0" or stored() == n)
         nc.close()
     ordered = list(results.values())
     print_table(f"write {n:,} x {size} B, local[2], {args.partitions} partitions, medians of {args.runs} interleaved runs",
@@ -266,6 +277,8 @@ def write(args: argparse.Namespace) -> None:
     print_pairs(results, [
         ("(w1) df.write / (w3) publish_async in one process", "w1", "w3", 0.8),
         ("(w2) foreachPartition / (w3) publish_async in one process", "w2", "w3", 0.8),
+        ("(w0) foreachPartition doing nothing / (w3) publish_async in one process", "w0", "w3", None),
+        ("(w2) foreachPartition publishing / (w0) foreachPartition doing nothing", "w2", "w0", None),
     ])
     save("spark_write", {"count": n, "size": size, "runs": args.runs, "partitions": args.partitions}, ordered,
          f"Spark write {n:,} x {size} B, local[2] (median of {args.runs})")
