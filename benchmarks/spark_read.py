@@ -44,6 +44,50 @@ STREAM, SUBJECT = "SPARK", "spark.data"
 OUT_STREAM, OUT_SUBJECT = "SPARKOUT", "spark.out"
 
 
+def _tree_cpu(exclude: int) -> float:
+    """CPU seconds used so far by this process and every process below it
+    (the JVM, Spark's Python daemon and workers), except the subtree of
+    ``exclude`` (nats-server, measured on its own). Linux /proc."""
+    parent: Dict[int, int] = {}
+    cpu: Dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        pid = int(entry)
+        parent[pid] = int(fields[1])
+        cpu[pid] = sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
+    me, total = os.getpid(), 0.0
+    for pid, seconds in cpu.items():
+        p = pid
+        while p not in (0, 1, me, exclude) and p in parent:
+            p = parent[p]
+        if p == me:
+            total += seconds
+    return total
+
+
+class TreeMeter(Meter):
+    """Wall time, CPU of this process tree (driver, JVM, Python workers) and of nats-server.
+
+    Spark's figures as rows/s swing with whatever else runs on the machine;
+    CPU per row hardly does, so it is the steadier comparison on a shared box."""
+
+    def __enter__(self) -> "TreeMeter":
+        super().__enter__()
+        self._tree = _tree_cpu(self.server.pid)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        super().__exit__(*exc)
+        self.sample.client_cpu = _tree_cpu(self.server.pid) - self._tree
+
+
 def _memory_source(n: int, size: int, parts: int, arrow: bool) -> Any:
     """A DataSource class (pickled by value with this module's __main__) that
     yields ``n`` rows of the jetstream schema from memory in ``parts`` partitions."""
@@ -172,6 +216,23 @@ def _interleave(
             print(f"  run {run + 1} {r.label:72} {r.count / meter.sample.seconds:10,.0f} rows/s", flush=True)
 
 
+def _round_ratios(results: Dict[str, Result], pairs: List[Tuple[str, str]]) -> None:
+    """Per round (the two ran minutes apart at most): ours/peer in rows/s and
+    in CPU per row, then the median over rounds."""
+    print("\nper-round ratios (median over rounds): rows/s ours/peer | CPU per row ours/peer")
+    for ours, peer in pairs:
+        a, b = results[ours].samples, results[peer].samples
+        speed = statistics.median(y.seconds / x.seconds for x, y in zip(a, b))
+        cpu = statistics.median(x.client_cpu / y.client_cpu for x, y in zip(a, b) if y.client_cpu)
+        print(f"  ({ours}) / ({peer}): {speed:5.2f} | {cpu:5.2f}   rounds: "
+              + " ".join(f"{y.seconds / x.seconds:.2f}" for x, y in zip(a, b)))
+
+
+def _cpu_note() -> None:
+    print("client µs: CPU per row of this process and all below it (Spark's JVM and Python workers), "
+          "not nats-server's; a steadier figure than rows/s on a loaded machine")
+
+
 def read(args: argparse.Namespace) -> None:
     n, size = args.count, args.size
     labels = {
@@ -186,7 +247,7 @@ def read(args: argparse.Namespace) -> None:
         frames = _frames(spark, server.url, n, size, args.partitions, _extra(args))
         for df in frames.values():
             _query(df, n, size)  # the first query of each: Python workers, JIT
-        meter = Meter(server)
+        meter = TreeMeter(server)
         nc = jss.connect(server.url)
         js = nc.jetstream()
 
@@ -211,7 +272,8 @@ def read(args: argparse.Namespace) -> None:
         ("(b) jetstream / (a1) tuples from memory", "b", "a1", None),
         ("(b) jetstream / (c) messages() in one process", "b", "c", None),
     ])
-    print("(client CPU for Spark rows counts only the driver process, not Spark's workers)")
+    _round_ratios(results, [("b", "a2"), ("b", "a1"), ("b", "c")])
+    _cpu_note()
     save("spark_read", {"count": n, "size": size, "runs": args.runs, "partitions": args.partitions}, ordered,
          f"Spark read {n:,} x {size} B, local[2] (median of {args.runs})")
 
@@ -238,7 +300,7 @@ def write(args: argparse.Namespace) -> None:
             f"'{OUT_SUBJECT}' AS subject", f"cast(repeat('x', {size}) AS binary) AS data"
         ).cache()
         assert df.count() == n
-        meter = Meter(server)
+        meter = TreeMeter(server)
         nc = jss.connect(server.url)
         js = nc.jetstream()
 
@@ -280,6 +342,8 @@ def write(args: argparse.Namespace) -> None:
         ("(w0) foreachPartition doing nothing / (w3) publish_async in one process", "w0", "w3", None),
         ("(w2) foreachPartition publishing / (w0) foreachPartition doing nothing", "w2", "w0", None),
     ])
+    _round_ratios(results, [("w1", "w3"), ("w2", "w3"), ("w0", "w3")])
+    _cpu_note()
     save("spark_write", {"count": n, "size": size, "runs": args.runs, "partitions": args.partitions}, ordered,
          f"Spark write {n:,} x {size} B, local[2] (median of {args.runs})")
 
