@@ -62,9 +62,13 @@ def duration(
     finite value from -maximum passes (where <= 0 means "none", as nats.go's
     -1). ``none_means``: what None means where the caller takes it ("no
     limit"); an infinite value is then told to use None."""
+    # The common case, once per call of a hot method such as next(timeout=...):
+    # a positive float within bounds passes every check below (NaN fails the comparisons).
+    if type(value) is float and 0.0 < value <= maximum and value <= MAX_DURATION and value >= minimum:
+        return value
+    maximum = min(maximum, MAX_DURATION)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise errors.InvalidOptionError(f"{name} must be a number of seconds, got {value!r}")
-    maximum = min(maximum, MAX_DURATION)
     try:
         seconds = float(value)
     except OverflowError:  # an int too big for a float

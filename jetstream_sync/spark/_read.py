@@ -3,6 +3,7 @@ executor side that turns a range into rows. No pyspark imports here."""
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 from dataclasses import dataclass
@@ -93,13 +94,27 @@ def split(opts: ReadOptions, start: int, end: int) -> List[SeqRange]:
 
 
 def read_messages(r: SeqRange) -> Iterator[jss.Msg]:
-    """The stored messages of ``r``, read through an ephemeral pull consumer.
+    """The stored messages of ``r``, one by one; see :func:`read_groups`."""
+    for group in read_groups(r):
+        yield from group
+
+
+def read_groups(r: SeqRange) -> Iterator[List[jss.Msg]]:
+    """The stored messages of ``r`` in order, in lists of up to ``r.batch``,
+    read through an ephemeral pull consumer.
 
     Ends at the range's last sequence, at the first message past it, or when
     the server says nothing matching is left (with a subject filter the last
     sequence may never match; deleted sequences are skipped). Anything else,
     such as no message for ``fetchTimeout`` from a stalled server, raises
     :class:`PartitionIncompleteError`: a partition is never returned short.
+
+    Only the last message of each list is looked at (one ack subject parsed
+    per list, not per row): a list holds no more messages than the server
+    said were pending after the previous one, nor more than sequences are
+    left in the range, so taking it never waits for a message that is not
+    coming, and it can only overrun the range when sequences are skipped
+    (filters, deletes), which a binary search on the list then cuts off.
     """
     if r.start >= r.end:
         return
@@ -119,31 +134,51 @@ def read_messages(r: SeqRange) -> Iterator[jss.Msg]:
     except jss.JetStreamError as exc:
         raise _incomplete(r, None, f"could not create its consumer: {exc!r}") from exc
     try:
-        if not cons.cached_info.num_pending:
-            return
+        pending = cons.cached_info.num_pending  # matching messages from r.start on
         last = r.end - 1
-        msg: Optional[jss.Msg] = None
+        seq = r.start - 1  # of the last message taken
+        batch = max(1, min(r.batch, r.end - r.start))
+        timeout = float(r.timeout)
+        msg: Optional[jss.Msg] = None  # the last message taken
         idle_after: Any = _NOTHING  # the last message before the previous timeout
-        with cons.messages(max_messages=max(1, min(r.batch, r.end - r.start))) as it:
+        with cons.messages(max_messages=batch) as it:
+            take = it.next
             while True:
+                want = min(batch, pending, last - seq)
+                if want <= 0:
+                    return
+                group: List[jss.Msg] = []
+                add = group.append
+                timed_out = False
                 try:
-                    msg = it.next(timeout=r.timeout)
+                    for _ in range(want):
+                        add(take(timeout))
                 except jss.TimeoutError:
+                    timed_out = True
+                except jss.JetStreamError as exc:
+                    yield group  # what arrived is complete; the error says where it stopped
+                    raise _incomplete(r, group[-1] if group else msg, repr(exc)) from exc
+                if group:
+                    msg = group[-1]
+                    seq, pending, _ = ack_numbers(msg.reply)
+                    if seq > last:  # past the range: sequences were skipped
+                        del group[bisect.bisect_right(group, last, key=_stream_seq):]
+                        yield group
+                        return
+                    yield group
+                    if seq == last or pending == 0:
+                        return
+                if timed_out:
                     if _nothing_left(cons, r, msg, second=idle_after is msg):
                         return
                     idle_after = msg
-                    continue
-                except jss.JetStreamError as exc:
-                    raise _incomplete(r, msg, repr(exc)) from exc
-                seq, pending, _ = ack_numbers(msg.reply)
-                if seq > last:
-                    return
-                yield msg
-                if seq == last or pending == 0:
-                    return
     finally:
         # Briefly: a stalled server should not hold up the task's failure.
         _delete_quietly(cons, client.jetstream(timeout=2.0))
+
+
+def _stream_seq(msg: jss.Msg) -> int:
+    return ack_numbers(msg.reply)[0]
 
 
 class PartitionIncompleteError(jss.JetStreamError):
@@ -197,42 +232,43 @@ ARROW_BATCH = 10_000
 
 
 def read_range_arrow(r: SeqRange, schema: Any) -> Iterator[Any]:
-    """``r`` as pyarrow RecordBatches of up to ARROW_BATCH rows: columns are
-    built as lists and converted in C, not row by row."""
+    """``r`` as pyarrow RecordBatches of about ARROW_BATCH rows, each column
+    converted in C from a list (the stream sequence and timestamp are cut out
+    of the ack subjects by Arrow's string kernels, not by Python per row)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    subjects: List[str] = []
-    seqs: List[int] = []
-    datas: List[bytes] = []
-    headers: List[Any] = []
-    stamps: List[int] = []
+    msgs: List[jss.Msg] = []
+    headers_type = schema.field("headers").type
+    ts_type = schema.field("timestamp").type
 
     def batch() -> Any:
-        n = len(seqs)
+        n = len(msgs)
+        replies = pa.array([m.reply for m in msgs], pa.string())
+        # v1 $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>; v2 has
+        # <domain>.<hash> after ACK and a token at the end: count from the end.
+        at = 2 if msgs[0].reply.count(".") == 8 else 1
+        tail = pc.split_pattern(replies, ".", max_splits=5, reverse=True)
+        seqs = pc.list_element(tail, at).cast(pa.int64())
+        nanos = pc.list_element(tail, at + 2).cast(pa.int64())
+        hdrs = [m.headers for m in msgs] if r.include_headers else None
         arrays = [
             pa.array([r.stream] * n, pa.string()),
-            pa.array(subjects, pa.string()),
-            pa.array(seqs, pa.int64()),
-            pa.array(datas, pa.binary()),
-            pa.array(headers, pa.map_(pa.string(), pa.string())),
-            pa.array(stamps, pa.timestamp("us", tz="UTC")),
+            pa.array([m.subject for m in msgs], pa.string()),
+            seqs,
+            pa.array([m.data for m in msgs], pa.binary()),
+            pa.array([list(h.items()) if h else None for h in hdrs], headers_type) if hdrs and any(hdrs)
+            else pa.nulls(n, headers_type),
+            pc.divide(nanos, 1000).cast(ts_type),
         ]
-        for column in (subjects, seqs, datas, headers, stamps):
-            column.clear()
+        msgs.clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    with_headers = r.include_headers
-    for msg in read_messages(r):
-        seq, _, ts = ack_numbers(msg.reply)
-        subjects.append(msg.subject)
-        seqs.append(seq)
-        datas.append(msg.data)
-        hdrs = msg.headers if with_headers else None
-        headers.append(list(hdrs.items()) if hdrs else None)
-        stamps.append(ts // 1000)
-        if len(seqs) >= ARROW_BATCH:
+    for group in read_groups(r):
+        msgs += group
+        if len(msgs) >= ARROW_BATCH:
             yield batch()
-    if seqs:
+    if msgs:
         yield batch()
 
 

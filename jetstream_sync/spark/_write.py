@@ -4,6 +4,7 @@ the task ends. Used by the data source writers and by publish_partition()."""
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable, Deque, Dict, Iterable, Iterator, Mapping, Optional, Tuple
@@ -41,36 +42,77 @@ def row_fields(
     columns: Iterable[str], subject: Optional[str], subject_col: str = "subject", data_col: str = "data",
     headers_col: str = "headers", msg_id_col: str = "msg_id",
 ) -> Fields:
-    """A function row -> (subject, data, headers, msg_id) for these columns."""
-    names = set(columns)
+    """A function row -> (subject, data, headers, msg_id) for rows with these
+    columns in this order (pyspark Rows, or mappings)."""
+    names = list(columns)
     if data_col not in names:
         raise jss.InvalidOptionError(f"rows to publish need a {data_col!r} column")
     if subject is None and subject_col not in names:
         raise jss.InvalidOptionError(f"give the 'subject' option or a {subject_col!r} column")
-    has_headers, has_id = headers_col in names, msg_id_col in names
+    at = {name: i for i, name in enumerate(names)}
+    # A Row is a tuple: tuple.__getitem__ by position skips Row.__getitem__,
+    # which looks each name up in a list (once per row and column).
+    get = tuple.__getitem__
+    i_subject, i_data = at.get(subject_col), at[data_col]
+    i_headers, i_id = at.get(headers_col), at.get(msg_id_col)
 
     def fields(row: Any) -> Tuple[str, Any, Optional[Dict[str, str]], Optional[str]]:
-        hdrs = row[headers_col] if has_headers else None
+        if not isinstance(row, tuple):  # a mapping
+            return _mapping_fields(row, subject, subject_col, data_col, headers_col, msg_id_col)
+        hdrs = get(row, i_headers) if i_headers is not None else None
         return (
-            subject or row[subject_col],
-            row[data_col],
+            subject or get(row, i_subject),  # type: ignore[arg-type]
+            get(row, i_data),
             dict(hdrs) if hdrs else None,
-            row[msg_id_col] if has_id else None,
+            get(row, i_id) if i_id is not None else None,
         )
 
     return fields
 
 
+def _mapping_fields(
+    row: Mapping[str, Any], subject: Optional[str], subject_col: str, data_col: str, headers_col: str, msg_id_col: str,
+) -> Tuple[str, Any, Optional[Dict[str, str]], Optional[str]]:
+    hdrs = row.get(headers_col)
+    return subject or row[subject_col], row[data_col], dict(hdrs) if hdrs else None, row.get(msg_id_col)
+
+
+FieldTuples = Iterator[Tuple[str, Any, Optional[Dict[str, str]], Optional[str]]]
+
+
+def batch_fields(
+    batches: Iterator[Any], subject: Optional[str], subject_col: str = "subject", data_col: str = "data",
+    headers_col: str = "headers", msg_id_col: str = "msg_id",
+) -> FieldTuples:
+    """(subject, data, headers, msg_id) of each row of pyarrow RecordBatches:
+    each column becomes a Python list in C (``to_pylist``), not row by row."""
+    for batch in batches:
+        row_fields(batch.schema.names, subject, subject_col, data_col)  # the columns are there
+        subjects = itertools.repeat(subject, batch.num_rows) if subject else _column(batch, subject_col)
+        headers = _column(batch, headers_col)
+        if headers_col in batch.schema.names:  # a map arrives as a list of (key, value) pairs
+            headers = [dict(h) if h else None for h in headers]
+        yield from zip(subjects, _column(batch, data_col), headers, _column(batch, msg_id_col))
+
+
+def _column(batch: Any, name: str) -> Any:
+    """The column as a list, or Nones when the batch has no such column."""
+    if name in batch.schema.names:
+        return batch.column(name).to_pylist()
+    return itertools.repeat(None, batch.num_rows)
+
+
 def publish_rows(
     rows: Iterator[Any],
-    fields: Fields,
+    fields: Optional[Fields],
     client: jss.Client,
     timeout: float,
     msg_id: Optional[Callable[[int], str]] = None,
     trace: Optional[Mapping[str, str]] = None,
 ) -> PublishCounts:
     """Publish every row, wait for every PubAck; raise the first failure after
-    all have settled (so Spark retries the task).
+    all have settled (so Spark retries the task). ``fields`` turns a row into
+    (subject, data, headers, msg_id); None: the rows are such tuples already.
 
     ``trace``: the W3C trace headers of the span the write belongs to (the
     driver's). Every message continues that trace, unless its row's headers
@@ -95,8 +137,8 @@ def publish_rows(
         else:
             counts.published += 1
 
-    for index, row in enumerate(rows):
-        subject, data, headers, row_id = fields(row)
+    for index, row in enumerate(rows if fields is None else map(fields, rows)):
+        subject, data, headers, row_id = row
         if data is None:
             raise jss.InvalidOptionError("data must not be null")
         if row_id is None and msg_id is not None:

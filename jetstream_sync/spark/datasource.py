@@ -16,10 +16,10 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
-    DataSourceStreamWriter,
-    DataSourceWriter,
     InputPartition,
     WriterCommitMessage,
 )
@@ -39,7 +39,7 @@ from ..options.spark import ReadOptions, WriteOptions, check_names
 from ._clients import shared_client
 from ._consume import DEFAULT_BATCH, ConsumerModeError, PulledBatch, Rows, ack, ensure_consumer, pull, rows_arrow
 from ._read import SeqRange, bounds, check_loss, read_range_arrow, resolve, seq_at_time, split
-from ._write import PublishCounts, publish_rows, row_fields
+from ._write import PublishCounts, batch_fields, publish_rows, row_fields
 from .._core.logfields import log_fields
 
 __all__ = ["JetStreamDataSource", "SCHEMA"]
@@ -352,12 +352,13 @@ class _Writer:
         # application is current: the trace comes in the options (see trace_options()).
         self.trace = opts.trace
 
-    def _write(self, rows: Iterator[Any], msg_id_prefix: Optional[str]) -> PublishedCommit:
+    def _write(self, batches: Iterator[Any], msg_id_prefix: Optional[str]) -> PublishedCommit:
+        # Arrow writers: Spark hands over RecordBatches, whose columns become
+        # lists in C, instead of building a Row object per row.
         partition = _task()[0]
         client = shared_client(self.opts.connection)
-        fields = row_fields(self.columns, self.opts.subject)
         msg_id = (lambda i: f"{msg_id_prefix}:{partition}:{i}") if msg_id_prefix else None
-        counts = publish_rows(rows, fields, client, self.opts.timeout, msg_id, self.trace)
+        counts = publish_rows(batch_fields(batches, self.opts.subject), None, client, self.opts.timeout, msg_id, self.trace)
         return PublishedCommit(partition, counts.published, counts.duplicates)
 
     @staticmethod
@@ -371,7 +372,7 @@ class _Writer:
         return total
 
 
-class BatchWriter(_Writer, DataSourceWriter):
+class BatchWriter(_Writer, DataSourceArrowWriter):
     """``df.write.format("jetstream")``: a ``msg_id`` column (or the
     ``msgIdPrefix`` option, if partition contents are deterministic) makes a
     re-run add nothing within the stream's duplicate window."""
@@ -387,7 +388,7 @@ class BatchWriter(_Writer, DataSourceWriter):
         self._report(messages, "write aborted (what was published stays published)")
 
 
-class StreamWriter(_Writer, DataSourceStreamWriter):
+class StreamWriter(_Writer, DataSourceStreamArrowWriter):
     """``writeStream.format("jetstream")``: without a ``msg_id`` column each row
     gets ``<query id or msgIdPrefix>:<batchId>:<partition>:<row>``, so a
     micro-batch Spark replays after a restart is dropped by the stream's
