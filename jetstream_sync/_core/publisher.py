@@ -366,6 +366,8 @@ class AsyncPublisher(Batcher):
         (this queue, the outbox, the connection's buffers) and none of this
         publisher's is in flight; None: it was not written, go the usual way."""
         conn = self.conn
+        if self._submitted != self._completed or self._queue or conn.outbox.has_queued():
+            return None  # busy (read without the locks): no line built, no lock contended for nothing
         entry = PubAckFuture(self, subject, data, headers, hdr, time.monotonic() + timeout)
         token = b"d%d" % next(self._direct_ids)
         line = pub_line(encoded(subject), self._prefix + token, hdr, data)
