@@ -4,7 +4,7 @@
     python benchmarks/ab.py consume --old /tmp/old [--rounds 5] [-n 30000]
     python benchmarks/ab.py publish --old /tmp/old [--rounds 5] [-n 30000] [--no-read]
     python benchmarks/ab.py blocking --old /tmp/old [--rounds 5] [-n 3000] [--threads 1|8] [--request]
-    python benchmarks/ab.py consume --old /tmp/old --fetch    (fetch(500) + ack instead of messages())
+    python benchmarks/ab.py consume --old /tmp/old --fetch|--handler    (fetch(500) or consume(handler), + ack)
 
 Each round runs both codes in turn (alternating who goes first), each in a fresh process importing its own
 ``jetstream_sync`` (via PYTHONPATH), against one nats-server. Prints the median
@@ -54,7 +54,7 @@ def publish_child(url: str, n: int, read: bool) -> dict:
     return {"rate": n / wall, "cpu_us": cpu / n * 1e6}
 
 
-def consume_child(url: str, n: int, tag: str, fetch: bool = False) -> dict:
+def consume_child(url: str, n: int, tag: str, fetch: bool = False, handler: bool = False) -> dict:
     import jetstream_sync as jss
 
     with jss.connect(url) as nc:
@@ -69,7 +69,23 @@ def consume_child(url: str, n: int, tag: str, fetch: bool = False) -> dict:
         cons = js.stream(stream).create_consumer(durable_name="ab", ack_policy="explicit")
         got = 0
         t0, c0 = time.perf_counter(), time.process_time()
-        if fetch:
+        if handler:
+            import threading
+
+            done = threading.Event()
+
+            def handle(msg: "jss.Msg") -> None:
+                nonlocal got
+                msg.ack()
+                got += 1
+                if got == n:
+                    done.set()
+
+            ctx = cons.consume(handle)
+            if not done.wait(300):
+                raise RuntimeError("consume: timed out")
+            ctx.stop()
+        elif fetch:
             while got < n:
                 for msg in cons.fetch(500, expires=5):
                     msg.ack()
@@ -137,6 +153,7 @@ def main(argv: list | None = None, workload: str | None = None) -> None:
     ap.add_argument("--no-read", action="store_true", help="publish: leave the futures' results unread")
     ap.add_argument("--threads", type=int, default=1, help="blocking: calling threads")
     ap.add_argument("--fetch", action="store_true", help="consume: fetch(500) batches instead of messages()")
+    ap.add_argument("--handler", action="store_true", help="consume: consume(handler) instead of messages()")
     ap.add_argument("--request", action="store_true", help="blocking: nc.request() instead of js.publish()")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -148,7 +165,7 @@ def main(argv: list | None = None, workload: str | None = None) -> None:
         elif what == "publish":
             row = publish_child(url, int(n), mode == "read")
         else:
-            row = consume_child(url, int(n), tag, args.fetch)
+            row = consume_child(url, int(n), tag, args.fetch, args.handler)
         print(json.dumps(row))
         return
     if not args.old:
@@ -186,7 +203,7 @@ def main(argv: list | None = None, workload: str | None = None) -> None:
         print(f"publish_async {args.count:,} x 128 B, results {'not read' if args.no_read else 'read'}, "
               f"{args.rounds} rounds interleaved (medians)")  # fmt: skip
     else:
-        print(f"{'fetch(500)' if args.fetch else 'messages(max_messages=500)'} + ack, {args.count:,} x 128 B from a file stream, "
+        print(f"{'fetch(500)' if args.fetch else 'consume(handler)' if args.handler else 'messages(max_messages=500)'} + ack, {args.count:,} x 128 B from a file stream, "
               f"{args.rounds} rounds interleaved (medians)")  # fmt: skip
     for tag, rows in samples.items():
         rate = statistics.median(r["rate"] for r in rows)

@@ -362,8 +362,13 @@ class Receiver(Resource):
             engine.took(msg)
 
     def credit(self, msg: Msg) -> None:
+        """consume(): a handler returned. Past the refill threshold ask for a
+        top-up, as a take does in messages(): a consume() takes without credit,
+        so otherwise only an empty buffer refilled, one stall per batch."""
         with self._lock:
             self._credit(msg)
+            if self._credited > self.refill_at and self._state is OPEN:
+                self.engine.want_more()
 
     def call_error_handler(self, exc: BaseException) -> None:
         handler = self.error_handler

@@ -427,3 +427,32 @@ def test_consume_wait_returns_with_final_stats(js, stream, subj):
     assert box["cc"].wait(10)
     stats = box["cc"].stats
     assert stats.delivered == 1 and stats.nakd_on_stop == 9
+
+
+@pytest.mark.timeout(60)
+def test_a_handler_past_the_threshold_gets_a_refill_before_the_buffer_runs_dry(nc, js, stream):
+    # ADR-37: pending below the threshold (half of max_messages) pulls more. consume()
+    # takes without credit and credits when a handler returns; the refill must follow
+    # that credit, not wait until all max_messages were handled.
+    subj = f"{stream.name.lower()}.x"
+    publish(js, subj, 400)
+    cons = stream.create_consumer(durable_name="c", ack_policy="explicit")
+    spy = PullSpy(nc, stream.name, "c")
+    handled, paused, release = [], threading.Event(), threading.Event()
+
+    def handler(msg) -> None:
+        handled.append(msg)
+        msg.ack()
+        if len(handled) == 70:  # 70 of the first 100 handled: 30 still in the buffer
+            paused.set()
+            release.wait(30)
+
+    cc = cons.consume(handler, max_messages=100)
+    try:
+        assert paused.wait(20)
+        # The second pull went out while the handler holds the 70th message.
+        wait_until(lambda: spy.count >= 2, timeout=10)
+    finally:
+        release.set()
+    wait_until(lambda: len(handled) == 400, timeout=30)
+    cc.stop()
