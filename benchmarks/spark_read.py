@@ -34,7 +34,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, Iterator, List, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from _common import Meter, Result, fill_stream, print_pairs, print_table, save, start_server
 
@@ -233,6 +233,20 @@ def _cpu_note() -> None:
           "not nats-server's; a steadier figure than rows/s on a loaded machine")
 
 
+def _report(
+    args: argparse.Namespace, results: Dict[str, Result], mode: str, title: str,
+    pairs: List[Tuple[str, str, str, Optional[float]]], rounds: Optional[List[Tuple[str, str]]] = None,
+) -> None:
+    """The table, the ratios (per round too: ``rounds``, default every pair), the CPU note, the saved results."""
+    ordered = list(results.values())
+    print_table(title, ordered)
+    print_pairs(results, pairs)
+    _round_ratios(results, rounds if rounds is not None else [(a, b) for _, a, b, _ in pairs])
+    _cpu_note()
+    save(f"spark_{mode}", {"count": args.count, "size": args.size, "runs": args.runs, "partitions": args.partitions},
+         ordered, f"Spark {mode} {args.count:,} x {args.size} B, local[2] (median of {args.runs})")
+
+
 def read(args: argparse.Namespace) -> None:
     n, size = args.count, args.size
     labels = {
@@ -265,17 +279,11 @@ def read(args: argparse.Namespace) -> None:
         runs["c"] = consume
         _interleave(runs, results, meter, args.runs)
         nc.close()
-    ordered = list(results.values())
-    print_table(f"read {n:,} x {size} B, local[2], medians of {args.runs} interleaved runs", ordered)
-    print_pairs(results, [
+    _report(args, results, "read", f"read {n:,} x {size} B, local[2], medians of {args.runs} interleaved runs", [
         ("(b) jetstream / (a2) Arrow from memory (the ceiling)", "b", "a2", 0.8),
         ("(b) jetstream / (a1) tuples from memory", "b", "a1", None),
         ("(b) jetstream / (c) messages() in one process", "b", "c", None),
     ])
-    _round_ratios(results, [("b", "a2"), ("b", "a1"), ("b", "c")])
-    _cpu_note()
-    save("spark_read", {"count": n, "size": size, "runs": args.runs, "partitions": args.partitions}, ordered,
-         f"Spark read {n:,} x {size} B, local[2] (median of {args.runs})")
 
 
 def _drain(rows: Iterator[Any]) -> None:
@@ -333,19 +341,13 @@ def write(args: argparse.Namespace) -> None:
             runs[key]()
         _interleave(runs, results, meter, args.runs, before=fresh, check=lambda key: key == "w0" or stored() == n)
         nc.close()
-    ordered = list(results.values())
-    print_table(f"write {n:,} x {size} B, local[2], {args.partitions} partitions, medians of {args.runs} interleaved runs",
-                ordered)
-    print_pairs(results, [
+    title = f"write {n:,} x {size} B, local[2], {args.partitions} partitions, medians of {args.runs} interleaved runs"
+    _report(args, results, "write", title, [
         ("(w1) df.write / (w3) publish_async in one process", "w1", "w3", 0.8),
         ("(w2) foreachPartition / (w3) publish_async in one process", "w2", "w3", 0.8),
         ("(w0) foreachPartition doing nothing / (w3) publish_async in one process", "w0", "w3", None),
         ("(w2) foreachPartition publishing / (w0) foreachPartition doing nothing", "w2", "w0", None),
-    ])
-    _round_ratios(results, [("w1", "w3"), ("w2", "w3"), ("w0", "w3")])
-    _cpu_note()
-    save("spark_write", {"count": n, "size": size, "runs": args.runs, "partitions": args.partitions}, ordered,
-         f"Spark write {n:,} x {size} B, local[2] (median of {args.runs})")
+    ], rounds=[("w1", "w3"), ("w2", "w3"), ("w0", "w3")])
 
 
 def first_child(args: argparse.Namespace) -> None:

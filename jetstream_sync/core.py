@@ -122,14 +122,14 @@ class CoreClient:
             options.control_line(subject, reply)
         if timeout != 5.0:
             options.duration("timeout", timeout)
+        # A request made by hand: its sender waits for the answer, so no batching delay.
+        send = conn.outbox.publish_now if reply else conn.outbox.publish
         if (tr := otel.active) is not None:  # traced: through the headers path
             with tr.send(subject, payload, headers, conn.max_payload) as (span, hdrs, block):
-                conn.outbox.publish(subject, payload, reply, hdrs, block, timeout)
+                send(subject, payload, reply, hdrs, block, timeout)
             span.end()
             return
-        conn.outbox.publish(subject, payload, reply, headers, hdr, timeout)
-        if reply:  # a request made by hand: its sender waits for the answer, so no batching delay
-            conn.outbox.kick()
+        send(subject, payload, reply, headers, hdr, timeout)
 
     def request(
         self,

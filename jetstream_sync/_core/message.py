@@ -254,7 +254,7 @@ class Msg:
         hdr = options.header_block(headers) if headers else b""
         options.control_line(reply)
         options.payload_size(len(hdr) + len(payload), conn.max_payload)
-        conn.outbox.respond(reply, payload, headers, hdr)
+        conn.outbox.publish_now(reply, payload, "", headers, hdr, 5.0)
 
     def ack_sync(self, timeout: float = 5.0) -> None:
         """Acknowledge and wait until the server confirms it (a "double ack").

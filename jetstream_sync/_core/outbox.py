@@ -173,23 +173,25 @@ class AckOutbox(Batcher):
             size = len(hdr) + len(payload) + len(subject) + len(reply) + 32  # about its protocol line
         self.put_publish(command, size, timeout)
 
-    def respond(self, subject: str, payload: bytes, headers: Optional[Dict[str, str]], hdr: bytes) -> None:
-        """Calling thread: a reply (checked by the caller), which its requester
-        waits for, so not held for a batch: written by this thread when the
-        socket is idle and nothing is queued before it, else queued with the
-        loop woken at once."""
+    def publish_now(
+        self, subject: str, payload: bytes, reply: str, headers: Optional[Dict[str, str]], hdr: bytes, timeout: float
+    ) -> None:
+        """Calling thread: ``publish()`` of a message someone waits for (a
+        reply, a request made by hand), so not held for a batch: written by
+        this thread when the socket is idle and nothing is queued before it,
+        else queued with the loop woken at once."""
         conn = self.conn
         if conn.fast:
-            line = pub_line(subject.encode(), b"", hdr, payload)  # inboxes: not for encoded()'s cache
+            # Not encoded()'s cache: reply subjects are inboxes, each seen once.
+            line = pub_line(subject.encode(), reply.encode(), hdr, payload)
             direct, nc = conn.direct, conn.nc
             if direct.usable and nc is not None:
                 with direct.lock:
-                    if not self._queue and direct.try_send(nc, line):
-                        direct.count_sent(nc, 1, len(payload))
+                    if not self._queue and direct.try_send(nc, line, len(payload)):
                         return
-            self.put_publish(line, len(line), 5.0)
+            self.put_publish(line, len(line), timeout)
         else:
-            self.publish(subject, payload, "", headers, hdr, 5.0)
+            self.publish(subject, payload, reply, headers, hdr, timeout)
         self.kick()
 
     def publish_plain(self, subject: str, payload: bytes) -> None:

@@ -383,13 +383,12 @@ class AsyncPublisher(Batcher):
                 self._submitted += 1
                 self._inflight[token] = entry  # before the write: the reply may come first
             nc = conn.nc
-            if nc is None or not direct.try_send(nc, line):
+            if nc is None or not direct.try_send(nc, line, len(data)):
                 with self._lock:
                     if self._inflight.pop(token, None) is None:
                         return entry  # failed meanwhile by fail_all (the connection closed)
                     self._submitted -= 1
                 return None
-            direct.count_sent(nc, 1, len(data))
         if self._sweep_handle is None:
             self._lt.call_soon(self._arm_sweep)  # its deadline, as for the publishes the loop sends
         return entry

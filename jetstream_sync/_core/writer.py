@@ -149,11 +149,11 @@ class SocketWriter:
 
     def attach(self, nc: _NatsClient) -> None:
         """Loop thread, at every (re)connect: wrap the new transport."""
+        if self._green:
+            return
         writer = getattr(nc._transport, "_io_writer", None)  # TCP and TLS; websockets have none
         transport = writer.transport if writer is not None else None
         sock = getattr(transport, "_sock", None)  # asyncio's plain socket transport only (not TLS)
-        if self._green:
-            return
         with self.lock:
             self._transport = self._sock = self._write = None
             self._tail = None  # a tail for a dead socket: its request times out like any lost one
@@ -167,9 +167,10 @@ class SocketWriter:
             own_write = wrapped.own
             self._transport, self._sock, self._write = transport, sock, own_write
 
-    def try_send(self, nc: _NatsClient, data: bytes) -> bool:
-        """User thread holding ``lock``: write ``data`` now if nothing is
-        waiting to be written before it; False: nothing was written."""
+    def try_send(self, nc: _NatsClient, data: bytes, payload_size: int) -> bool:
+        """User thread holding ``lock``: write ``data`` (one message whose
+        payload is ``payload_size`` bytes, counted in the client's stats) now
+        if nothing is waiting to be written before it; False: nothing was written."""
         transport = self._transport
         sock = self._sock
         if (transport is None or sock is None or self._tail is not None or nc._pending
@@ -184,6 +185,7 @@ class SocketWriter:
         if sent < len(data):
             self._tail = data[sent:]
             self._lt.call_soon(self._send_tail)
+        self.count_sent(nc, 1, payload_size)
         return True
 
     def count_sent(self, nc: _NatsClient, msgs: int, size: int) -> None:

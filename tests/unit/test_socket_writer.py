@@ -35,7 +35,7 @@ def _setup(lt: LoopThread, sndbuf: int) -> Any:
     transport = lt.run(make(), 5)
     # What SocketWriter reads of nats-py's client: its transport wrapper and buffer.
     nc = SimpleNamespace(_transport=SimpleNamespace(_io_writer=SimpleNamespace(transport=transport)),
-                         _pending=[], is_connected=True)
+                         _pending=[], is_connected=True, stats={"out_msgs": 0, "out_bytes": 0})
     return nc, transport, theirs
 
 
@@ -75,7 +75,7 @@ def test_a_partial_direct_send_is_completed_before_the_loops_next_write(wired: A
     assert held.wait(5)
     w.lt.call_soon(w.transport.write, b"B" * 1000)
     with w.writer.lock:
-        assert w.writer.try_send(w.nc, big)
+        assert w.writer.try_send(w.nc, big, len(big))
     release.set()
     assert _read_all(w.theirs, len(big) + 1000) == big + b"B" * 1000
 
@@ -85,17 +85,17 @@ def test_no_direct_send_while_the_transport_holds_unwritten_bytes(wired: Any) ->
     w.lt.run(_call(w.transport.write, b"A" * 2_000_000), 5)  # the loop's write: most stays buffered
     assert w.transport.get_write_buffer_size() > 0
     with w.writer.lock:
-        assert not w.writer.try_send(w.nc, b"C")
+        assert not w.writer.try_send(w.nc, b"C", len(b"C"))
     w.nc._pending.append(b"x")  # nats-py holds something unsent: not either
     _read_all(w.theirs, 2_000_000)
     deadline = time.monotonic() + 10
     while w.transport.get_write_buffer_size() and time.monotonic() < deadline:
         time.sleep(0.01)
     with w.writer.lock:
-        assert not w.writer.try_send(w.nc, b"C")
+        assert not w.writer.try_send(w.nc, b"C", len(b"C"))
     w.nc._pending.clear()
     with w.writer.lock:
-        assert w.writer.try_send(w.nc, b"C")
+        assert w.writer.try_send(w.nc, b"C", len(b"C"))
     assert _read_all(w.theirs, 1) == b"C"
 
 
@@ -111,7 +111,7 @@ def test_threads_writing_directly_and_the_loop_writing_never_interleave_inside_a
         for i in range(lines_per_thread):
             data = line(f"u{k}", i)
             with w.writer.lock:
-                sent = w.writer.try_send(w.nc, data)
+                sent = w.writer.try_send(w.nc, data, len(data))
             if not sent:  # the loop writes it, before this thread's next line
                 w.lt.run(_call(w.transport.write, data), 5)
             if i % 100 == 0:
