@@ -128,9 +128,9 @@ class CallbackThread:
 
     def _put(self, item: Any) -> None:
         hub = self._hub
-        if hub is None or threading.get_ident() == getattr(hub, "thread_ident", None):
+        if hub is None:
             self._queue.put(item)
-        else:
+        else:  # from any thread, the hub's own too: no thread ident to compare (they are reused)
             hub.loop.run_callback_threadsafe(self._queue.put, item)
 
     def _main(self) -> None:

@@ -72,6 +72,9 @@ class LoopThread:
         return self._loop is not None
 
     def in_loop_thread(self) -> bool:
+        """True on the loop thread while it runs. Its ident is cleared as it
+        ends (the system reuses a dead thread's ident), so no later thread
+        passes for it."""
         return self._ident is not None and threading.get_ident() == self._ident
 
     def check_usable(self) -> None:
@@ -121,13 +124,18 @@ class LoopThread:
             loop.run_forever()
         finally:
             try:
-                _cancel_all(loop)
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            except Exception:  # pragma: no cover - best effort at teardown
-                pass
-            loop.close()
-            for fut in list(self._waiting):
-                fut.cancel()
+                try:
+                    _cancel_all(loop)
+                    loop.run_until_complete(loop.shutdown_asyncgens())
+                except Exception:  # pragma: no cover - best effort at teardown
+                    pass
+                loop.close()
+                for fut in list(self._waiting):
+                    fut.cancel()
+            finally:
+                # Before the thread ends: its ident is then free for a new
+                # thread, which must not pass for the loop thread.
+                self._ident = None
 
     def _thread_ident(self) -> int:
         return threading.get_ident()

@@ -6,6 +6,7 @@ while the shared client stays up."""
 
 from __future__ import annotations
 
+import collections
 import os
 import queue as queue_mod
 import signal
@@ -311,6 +312,36 @@ def test_close_is_idempotent_and_calls_after_close_raise(server):
     assert nc.is_closed
     with pytest.raises(jss.ConnectionClosedError):
         nc.publish("a", b"2")
+
+
+def test_calls_after_close_from_a_new_thread_say_the_client_is_closed(server, js, stream, subj, cons):
+    """A thread started after close() may get the ended loop thread's ident
+    (the system reuses them): it is not the loop thread, the client is closed."""
+    tries = 30
+    publish(js, subj, tries)
+    seen: dict = {}
+    for _ in range(tries):
+        c = jss.connect(server.url)
+        j = c.jetstream()
+        consumer = j.consumer(stream.name, cons.name)
+        msg = first(consumer.fetch(1, expires=5))
+        c.close()
+        for name, call in (
+            ("js.publish", lambda: j.publish(subj, b"")),
+            ("nc.request", lambda: c.request("svc.none", b"", timeout=1)),
+            ("nc.publish", lambda: c.publish(subj, b"")),
+            ("msg.ack", msg.ack),
+            ("consumer.fetch", lambda: list(consumer.fetch(1, expires=1))),
+        ):
+            outcome: list = []
+            t = threading.Thread(target=lambda: outcome.append(timed(call)[0]))
+            t.start()
+            t.join(10)
+            assert not t.is_alive(), name
+            seen.setdefault(name, []).append(type(outcome[0]).__name__)
+    assert {name: len(kinds) for name, kinds in seen.items()} == dict.fromkeys(seen, tries)
+    wrong = {name: collections.Counter(kinds) for name, kinds in seen.items() if set(kinds) != {"ConnectionClosedError"}}
+    assert not wrong
 
 
 def test_request_no_responders_and_timeout(nc):

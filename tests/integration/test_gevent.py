@@ -134,6 +134,52 @@ def test_gevent_monkey_patched_connect_twice_and_consume(server):
     assert out.startswith("OK"), out
 
 
+AFTER_CLOSE = textwrap.dedent(
+    """
+    from gevent import monkey
+
+    monkey.patch_all()
+
+    import collections
+    import sys
+
+    import jetstream_sync as jss
+
+    start_os_thread = monkey.get_original("_thread", "start_new_thread")
+    os_lock = monkey.get_original("_thread", "allocate_lock")
+    seen = collections.Counter()
+    for _ in range(30):
+        nc = jss.connect(sys.argv[1])
+        js = nc.jetstream()
+        nc.close()
+        done = os_lock()
+        done.acquire()
+
+        def call():
+            try:
+                js.publish("after.close", b"")
+            except Exception as exc:
+                seen[type(exc).__name__] += 1
+            finally:
+                done.release()
+
+        start_os_thread(call, ())  # may get the ended loop thread's ident
+        assert done.acquire(True, 10), "the call did not return"
+    print(dict(seen), flush=True)
+    """
+)
+
+
+def test_gevent_call_after_close_from_a_new_os_thread_says_the_client_is_closed(server):
+    """The loop runs on a real OS thread; one started after close() may reuse
+    its ident, and is not the loop thread."""
+    proc = subprocess.run(
+        [sys.executable, "-c", AFTER_CLOSE, server.url], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert proc.stdout.strip() == "{'ConnectionClosedError': 30}"
+
+
 SIGTERM_WORKER = textwrap.dedent(
     """
     from gevent import monkey
