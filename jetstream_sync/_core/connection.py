@@ -28,7 +28,7 @@ from typing import Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Se
 from nats.aio.client import Client as _NatsClient
 
 from .. import errors
-from ..options import reply_room
+from ..options import DEFAULT_INBOX_PREFIX, reply_room
 from . import fork as _fork
 from .ack_order import RECENT_ACKS, after_acks, after_queued
 from .connect import Settings, check_servers, check_settings, close_quietly, fast_paths_wanted, first_connect
@@ -43,6 +43,7 @@ from .subscriptions import Subscriptions
 from .wire import REPLY_INBOX, Dispatcher, Handler, Sink, fix_late_pong, fix_ping_order, supported
 from .writer import SocketWriter, pub_command, send_raw
 from .logfields import log_fields
+from .nuid import next_nuid
 
 # check_servers and redact_url are connect's; named here too for the modules that import them from here.
 __all__ = ["Connection", "Resource", "live_connections", "check_servers", "redact_url"]
@@ -106,8 +107,8 @@ class Connection:
         self._permissions = PermissionWatchers()  # loop thread only
         self._subscriptions: Optional[Subscriptions] = None  # made at the connect (loop thread only)
         self._tls_wanted = False
-        # Bytes of the longest reply inbox this connection makes (any thread reads it).
-        self.reply_room = reply_room()
+        # Inboxes are "<inbox_prefix>.<nuid>"; reply_room is the bytes of the longest reply inbox (any thread reads both).
+        self.inbox_prefix, self.reply_room = DEFAULT_INBOX_PREFIX, reply_room()
         self.pong_fixed = False  # nats-py's late-PONG bug is worked around
         # The server URL (password redacted) last connected to, for the logs:
         # nats-py forgets it at a disconnect. Written on the loop thread only.
@@ -180,7 +181,7 @@ class Connection:
         settings = check_settings(servers, options)
         self._events.set_user_callbacks(settings.callbacks)
         if settings.inbox_prefix is not None:
-            self.reply_room = reply_room(settings.inbox_prefix)
+            self.inbox_prefix, self.reply_room = settings.inbox_prefix, reply_room(settings.inbox_prefix)
         self._tls_wanted = settings.tls
         try:
             self.loop_thread.run(self._aconnect(settings))
@@ -394,8 +395,8 @@ class Connection:
             raise errors.ConnectionClosedError("not connected")
         return nc
 
-    def new_inbox(self) -> str:
-        return self.nats_client().new_inbox()
+    def new_inbox(self) -> str:  # any thread (nats-py's NUID is not thread-safe)
+        return f"{self.inbox_prefix}.{next_nuid()}"
 
     async def subscribe(
         self,

@@ -15,7 +15,6 @@ import datetime
 import json
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
-from nats.nuid import NUID
 
 from .. import errors, options
 from ..models import (
@@ -34,6 +33,7 @@ from . import nats_errors
 from .connection import Connection
 from .jspublish import JsPublisher
 from .message import parse_header_block
+from .nuid import next_nuid
 
 __all__ = ["JsApi"]
 
@@ -63,7 +63,6 @@ class JsApi(JsPublisher):
             prefix = "$JS.API"
         self._domain = domain
         self._prefix = prefix
-        self._nuid = NUID()
 
     @property
     def connection(self) -> Connection:
@@ -326,7 +325,7 @@ class JsApi(JsPublisher):
         options.consumer_names(cfg)
         name = cfg.name or cfg.durable_name
         if not name:
-            name = cfg.name = self._nuid.next().decode()
+            name = cfg.name = next_nuid()
         options.validate_name("consumer", name)
         subject = f"CONSUMER.CREATE.{stream}.{name}"
         if cfg.filter_subject:

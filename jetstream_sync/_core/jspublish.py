@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
-import threading
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
-
-from nats.nuid import NUID
 
 from .. import errors, options
 from ..models import PubAck
@@ -18,17 +15,10 @@ from .connection import Connection
 from .fastbatch import FastBatch
 from . import otel
 from .features import require
+from .nuid import next_nuid
 from .publish import check_publish, known_subject
 
 BatchItem = Union[Tuple[str, Union[bytes, str]], Tuple[str, Union[bytes, str], Optional[Dict[str, str]]]]
-_NUID = NUID()  # batch and object ids; NUID is not thread-safe
-_NUID_LOCK = threading.Lock()
-
-
-def next_nuid() -> str:
-    """A unique id (22 characters, nats-py's NUID), from any thread."""
-    with _NUID_LOCK:
-        return _NUID.next().decode()
 
 
 class JsPublisher:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple
 from . import model as obj
 from .. import errors, options
 from .._core.jsapi import JsApi
-from .._core.jspublish import next_nuid
+from .._core.nuid import next_nuid
 from .model import (
     ObjectInfo,
     ObjectLink,

@@ -146,6 +146,74 @@ def test_publish_and_request_from_many_threads(server, nc):
     responder.close()
 
 
+def _line_tracer(frame, event, arg):
+    return _line_tracer
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["plain", "traced"])
+def test_new_inbox_from_many_threads_never_repeats(nc, traced):
+    """Eight threads making inboxes at once never get the same one (a
+    duplicate would route one caller's replies to another). Under a Python
+    tracer (a debugger, a profiler) a thread may be switched at any line."""
+    threads, per_thread = 8, 10_000 if traced else 100_000
+    made: list = [[] for _ in range(threads)]
+    start = threading.Barrier(threads)
+
+    def work(i):
+        if traced:
+            sys.settrace(_line_tracer)
+        try:
+            start.wait(10)
+            made[i] = [nc.new_inbox() for _ in range(per_thread)]
+        finally:
+            sys.settrace(None)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # threads take turns often
+    try:
+        workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join(60)
+    finally:
+        sys.setswitchinterval(switch)
+    inboxes = [inbox for part in made for inbox in part]
+    assert len(inboxes) == threads * per_thread
+    repeated = len(inboxes) - len(set(inboxes))
+    assert repeated == 0
+    assert all(inbox.startswith("_INBOX.") and len(inbox) == len("_INBOX.") + 22 for inbox in inboxes)
+
+
+def test_requests_from_many_threads_each_get_their_own_reply(server, nc):
+    """Every caller gets the answer to its own request, never another's."""
+    responder = jss.connect(server.url, name="echo")
+    try:
+        responder.subscribe("svc.mirror", cb=lambda msg: msg.respond(msg.data))
+        responder.flush()
+        threads, per_thread = 8, 2_000
+        wrong: list = []
+        counts = [0] * threads
+
+        def requester(i):
+            for n in range(per_thread):
+                sent = f"{i}-{n}".encode()
+                got = nc.request("svc.mirror", sent, timeout=5).data
+                if got != sent:
+                    wrong.append((sent, got))
+                counts[i] += 1
+
+        workers = [threading.Thread(target=requester, args=(i,)) for i in range(threads)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join(60)
+        assert counts == [per_thread] * threads
+        assert not wrong
+    finally:
+        responder.close()
+
+
 def test_blocking_call_from_loop_thread_raises(nc):
     seen = []
     done = threading.Event()

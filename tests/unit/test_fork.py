@@ -48,3 +48,25 @@ def test_the_child_callbacks_run_lower_layers_first():
     modules = [cb.__module__ for cb in fork._callbacks]
     order = ["jetstream_sync._core.loop", "jetstream_sync._core.connection", "jetstream_sync.worker.shared"]
     assert [modules.index(m) for m in order] == sorted(modules.index(m) for m in order)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_never_draws_its_parents_ids():
+    """Inboxes, generated names, object and batch ids drawn after a fork
+    differ in the parent and the child: both may use the same server."""
+    from jetstream_sync._core.nuid import next_nuid
+
+    next_nuid()  # this thread's generator exists before the fork
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.write(write_end, " ".join(next_nuid() for _ in range(100)).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    parent = {next_nuid() for _ in range(100)}
+    with os.fdopen(read_end, "rb") as pipe:
+        child = set(pipe.read().decode().split())
+    assert os.waitpid(pid, 0)[1] == 0
+    assert len(child) == 100 and not parent & child
