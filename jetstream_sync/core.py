@@ -72,7 +72,24 @@ class CoreClient:
 
     @property
     def stats(self) -> Dict[str, int]:
-        """nats-py connection counters plus ``ack_errors`` (acks that could not be sent)."""
+        """The connection's counters, a snapshot (a new dict each read), as
+        nats-py defines them and the same with or without the fast paths:
+
+        - ``out_msgs``: messages published (PUB/HPUB): core publishes,
+          requests and replies, JetStream publishes and API requests, acks,
+          NAKs and pull requests; ``out_bytes``: their payload bytes.
+        - ``in_msgs``: messages received (MSG/HMSG) on any of the client's
+          subscriptions: replies, PubAcks, consumer messages and status
+          messages (heartbeats, 408/409) included; ``in_bytes``: their
+          payload bytes.
+        - ``reconnects``; ``errors_received``, nats-py's, which it leaves at 0;
+          ``ack_errors``: acks (and core publishes sent with them) that could
+          not be sent, for example while disconnected.
+
+        Headers are not payload bytes; protocol lines (SUB, UNSUB, PING, PONG,
+        INFO) are not counted. Each message is counted once, from however
+        many threads.
+        """
         return self._conn.stats
 
     @property

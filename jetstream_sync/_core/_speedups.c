@@ -235,7 +235,7 @@ static int lookup(cache *c, const token *sid_tok, long long sid, PyObject *sinks
 
 static const char STATUS_LINE[] = "NATS/1.0 ";
 
-/* scan(buf, pos, sinks, handlers, batches, wire_type, log_fn) -> (pos, count, size)
+/* scan(buf, pos, sinks, handlers, batches, wire_type, log_fn) -> (pos, count, payload bytes)
  *
  * buf: the read buffer (any bytes-like object), pos: where to start.
  * sinks / handlers: dicts of sid -> sink / handler, as FastParser has them.
@@ -376,7 +376,7 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_XDECREF(r);
         }
         count++;
-        size_in += size;
+        size_in += size - hsize;  /* payload bytes, as nats-py counts them */
         pos = start + size + 2;
     }
 

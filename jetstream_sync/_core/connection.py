@@ -171,7 +171,7 @@ class Connection:
 
     @property
     def stats(self) -> Dict[str, int]:
-        out = dict(self.nc.stats) if self.nc is not None else {}
+        out = self.direct.add_direct_sends(dict(self.nc.stats) if self.nc is not None else {})
         out["ack_errors"] = self.outbox.errors
         return out
 
@@ -452,10 +452,7 @@ class Connection:
         """Loop thread, fast paths only: pre-formatted protocol lines carrying
         ``msgs`` messages of ``size`` payload bytes in all."""
         nc = self.nc
-        if nc is None or not send_raw(nc, data):
-            return False
-        self.direct.count_sent(nc, msgs, size)
-        return True
+        return nc is not None and send_raw(nc, data, msgs, size)
 
     async def request(
         self, subject: str, data: bytes, timeout: float, headers: Optional[Dict[str, str]] = None

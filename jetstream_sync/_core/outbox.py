@@ -39,9 +39,10 @@ _log = logging.getLogger("jetstream_sync._outbox")  # the logger name users conf
 
 # An ack subject as received (bytes) or as a str; both are sent alike.
 Subject = Union[str, bytes]
-# A queued item: an ack is (subject, payload bytes); a core publish is
-# (its PUB/HPUB command, or nats-py's arguments without the fast paths; its
-# payload size as an int).
+# A queued item: an ack is (subject, payload bytes). A core publish is
+# (command, int): with the fast paths its PUB/HPUB line and payload bytes (the
+# line's length is its share of pending_size); without them nats-py's
+# arguments and that share, about the bytes of its protocol line.
 Item = Tuple[Any, Union[bytes, int]]
 
 DEFAULT_PENDING_SIZE = 2 * 1024 * 1024  # nats-py's pending_size default, until connected
@@ -167,11 +168,11 @@ class AckOutbox(Batcher):
         (``hdr``: its header block, b"" if none)."""
         if self.conn.fast:  # formatted here, so the loop only joins the lines
             command: Any = pub_line(encoded(subject), reply.encode() if reply else b"", hdr, payload)
-            size = len(command)
+            self.put_publish(command, len(command), len(payload), timeout)
         else:
             command = (subject, payload, reply, headers)
             size = len(hdr) + len(payload) + len(subject) + len(reply) + 32  # about its protocol line
-        self.put_publish(command, size, timeout)
+            self.put_publish(command, size, size, timeout)
 
     def publish_now(
         self, subject: str, payload: bytes, reply: str, headers: Optional[Dict[str, str]], hdr: bytes, timeout: float
@@ -189,7 +190,7 @@ class AckOutbox(Batcher):
                 with direct.lock:
                     if not self._queue and direct.try_send(nc, line, len(payload)):
                         return
-            self.put_publish(line, len(line), timeout)
+            self.put_publish(line, len(line), len(payload), timeout)
         else:
             self.publish(subject, payload, reply, headers, hdr, timeout)
         self.kick()
@@ -200,14 +201,16 @@ class AckOutbox(Batcher):
         default wait for room (5 s)."""
         if self.conn.fast:
             command = b"PUB %s %d\r\n%s\r\n" % (encoded(subject), len(payload), payload)
-            self.put_publish(command, len(command), 5.0)
+            self.put_publish(command, len(command), len(payload), 5.0)
         else:  # not a hot path: the general one serves
             self.publish(subject, payload, "", None, b"", 5.0)
 
-    def put_publish(self, command: Any, size: int, timeout: float) -> None:
+    def put_publish(self, command: Any, size: int, kept: int, timeout: float) -> None:
         """Queue one core publish of ``size`` bytes on the wire (checked by
         the caller), waiting up to ``timeout`` seconds for room when
-        ``pending_size`` bytes of publishes are already waiting."""
+        ``pending_size`` bytes of publishes are already waiting. ``kept`` is
+        the int queued with it (see Item): its payload bytes with the fast
+        paths, else ``size``."""
         if self.conn.in_child:
             self.conn.check_fork()
         queue = self._queue
@@ -217,7 +220,7 @@ class AckOutbox(Batcher):
             if self._sealed:
                 raise errors.ConnectionClosedError("cannot publish: the client is closed")
             self.pub_bytes += size
-            queue.append((command, size))
+            queue.append((command, kept))
         if not self._scheduled and (not self._timer or len(queue) >= self.BATCH):
             self.queued()
 
@@ -296,7 +299,8 @@ class AckOutbox(Batcher):
             subject, payload = item
             if payload.__class__ is int:  # a core publish, formatted by its caller
                 parts.append(subject)
-                published += payload
+                published += len(subject)  # its share of pending_size
+                size += payload
                 continue
             size += len(payload)  # type: ignore[arg-type]
             parts.append(
@@ -305,7 +309,7 @@ class AckOutbox(Batcher):
             last = item
         if last is not None:
             self.last_sent = last  # type: ignore[assignment]
-        if not self.conn.send_commands(b"".join(parts), len(parts), size + published):
+        if not self.conn.send_commands(b"".join(parts), len(parts), size):
             self._lost(len(parts), "the connection is closed or its reconnect buffer is full")
         if published:
             self._released(published)

@@ -299,7 +299,7 @@ class FastParser(Parser):
                     i += 2
                 pos = end + 2
                 count += 1
-                size_in += size
+                size_in += size - hsize  # payload bytes, as nats-py counts them
                 if sid != cur_sid:
                     cur_sid = sid
                     isid = int(sid)
@@ -329,7 +329,9 @@ class FastParser(Parser):
                     payload = payload[hsize:]
                 else:
                     headers = None
-                if handler is None:
+                if handler is None:  # nats-py's own subscription: it counts the message itself
+                    count -= 1
+                    size_in -= size - hsize
                     await nc._process_msg(isid, subject, reply, payload, headers)
                     cur_sid = b""  # it may have (un)registered sids
                     continue

@@ -83,8 +83,11 @@ async def wait_writable(nc: _NatsClient) -> None:
         await transport.drain()  # type: ignore[no-untyped-call]  # nats-py's transport is untyped
 
 
-def send_raw(nc: _NatsClient, data: bytes) -> bool:
-    """Queue protocol bytes for the socket and wake nats-py's flusher.
+def send_raw(nc: _NatsClient, data: bytes, msgs: int, size: int) -> bool:
+    """Loop thread: queue protocol bytes carrying ``msgs`` messages of
+    ``size`` payload bytes in all for the socket, and wake nats-py's flusher.
+    They are counted in nats-py's ``out_msgs``/``out_bytes``, which only the
+    loop thread changes (so no update is lost).
 
     Returns False when they cannot be sent: the connection is closed, or it
     is reconnecting and nats-py's reconnect buffer is full.
@@ -93,6 +96,9 @@ def send_raw(nc: _NatsClient, data: bytes) -> bool:
         return False
     if not nc.is_connected and nc._pending_data_size + len(data) > nc._max_pending_size:
         return False
+    stats = nc.stats
+    stats["out_msgs"] += msgs
+    stats["out_bytes"] += size
     if not nc._pending and nc.is_connected:
         # Nothing queued before it: write now, one loop iteration sooner than
         # nats-py's flusher task would (the latency of a blocking publish).
@@ -141,6 +147,9 @@ class SocketWriter:
         self._sock: Optional[socket.socket] = None
         self._write: Any = None  # the transport's own write
         self._tail: Optional[bytes] = None
+        # Messages and payload bytes user threads wrote themselves, changed only
+        # under ``lock``; nats-py's counters are the loop thread's alone.
+        self._direct_msgs = self._direct_bytes = 0
 
     @property
     def usable(self) -> bool:
@@ -185,15 +194,18 @@ class SocketWriter:
         if sent < len(data):
             self._tail = data[sent:]
             self._lt.call_soon(self._send_tail)
-        self.count_sent(nc, 1, payload_size)
+        self._direct_msgs += 1
+        self._direct_bytes += payload_size
         return True
 
-    def count_sent(self, nc: _NatsClient, msgs: int, size: int) -> None:
-        """Any thread: what nats-py counts for its own publishes, so Client.stats stays true."""
-        stats = nc.stats
-        with self.lock:  # the loop and user threads writing directly both count
-            stats["out_msgs"] += msgs
-            stats["out_bytes"] += size
+    def add_direct_sends(self, stats: Dict[str, int]) -> Dict[str, int]:
+        """Any thread: ``stats`` (a copy of nats-py's counters, or {} before
+        the connect) with what user threads wrote themselves added."""
+        if "out_msgs" in stats:
+            with self.lock:
+                stats["out_msgs"] += self._direct_msgs
+                stats["out_bytes"] += self._direct_bytes
+        return stats
 
     def _send_tail(self) -> None:
         with self.lock:

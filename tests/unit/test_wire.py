@@ -33,6 +33,8 @@ class FakeClient:
 
     async def _process_msg(self, sid, subject, reply, data, headers):
         self.generic.append((sid, subject, reply, data, headers))
+        self.stats["in_msgs"] += 1  # as nats-py counts what it reads itself: payload bytes, no headers
+        self.stats["in_bytes"] += len(data)
 
     async def _process_ping(self):
         self.pings += 1
@@ -168,6 +170,27 @@ def test_every_split_point_pattern():
         nc, got = feed(chunks)
         assert got == expected
         assert len(nc.generic) == 5 and nc.pings == 4
+
+
+@pytest.mark.parametrize("reads", ["whole", "split", "byte by byte", "large first"])
+@pytest.mark.parametrize("to", ["handler", "sink"])
+def test_each_message_is_counted_once_with_its_payload_bytes(reads, to):
+    """in_msgs / in_bytes as nats-py counts them: every MSG/HMSG once (those
+    of nats-py's own subscriptions too), payload bytes without the headers."""
+    data, expected = stream_bytes()
+    if reads == "large first":
+        data, expected = with_large_first(data, expected)
+    if reads == "split":
+        cuts = sorted(random.Random(11).sample(range(1, len(data)), 60))
+        chunks = [data[a:b] for a, b in zip([0] + cuts, cuts + [len(data)])]
+    elif reads == "byte by byte":
+        chunks = [data[i : i + 1] for i in range(len(data))]
+    else:
+        chunks = [data]
+    nc, _ = feed(chunks, RecordingSink() if to == "sink" else None)
+    payloads = [e[2] for e in expected] + [b"abc"] * len(nc.generic)  # nats-py's: sid 2
+    assert len(nc.generic) == 5
+    assert nc.stats == {"in_msgs": len(payloads), "in_bytes": sum(map(len, payloads))}
 
 
 def test_byte_by_byte():
