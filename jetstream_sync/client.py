@@ -11,7 +11,6 @@ from ._core.connection import Connection
 from .core import CoreClient
 from .jetstream import JetStream
 from .options.natscontext import DEFAULT_URL, NatsContext, context_for
-from .options.tls import tls_context
 from .services import Service
 from .system import SystemClient
 
@@ -42,6 +41,13 @@ def connect(
     ``user=`` its user). A missing or broken context file raises
     :class:`InvalidOptionError` naming the file; secrets are never shown.
 
+    Credential files (``user_credentials``: a creds file or a ``(JWT file,
+    seed file)`` pair; ``nkeys_seed``; a context's ``creds``, ``nkey``,
+    ``cert``, ``key``, ``ca``) are read and checked before anything
+    connects: a missing, unreadable or malformed one raises
+    :class:`InvalidOptionError` naming the option (or the context and its
+    field) and the file, never its content.
+
     Every nats-py ``connect`` option passes through (``name``, ``user``,
     ``password``, ``token``, ``tls``, ``user_credentials``, ``nkeys_seed``,
     ``max_reconnect_attempts``, ``reconnect_time_wait``, ``connect_timeout``
@@ -60,22 +66,13 @@ def connect(
     nats_context = context_for(context, servers_given=servers is not None)
     jetstream_defaults: Dict[str, str] = {}
     if nats_context is not None:
-        options = {**_context_options(nats_context, given=options), **options}  # explicit arguments win
+        options = {**nats_context.read_files(given=options), **options}  # explicit arguments win
         jetstream_defaults = nats_context.jetstream_options()
         if servers is None:
             servers = list(nats_context.connection.servers)
     conn = Connection("jetstream-sync")
     conn.connect(DEFAULT_URL if servers is None else servers, options)
     return Client(conn, jetstream_defaults=jetstream_defaults, nats_context=nats_context)
-
-
-def _context_options(ctx: NatsContext, given: Mapping[str, Any]) -> Dict[str, Any]:
-    """The context's connect keywords, the SSLContext of its TLS files included
-    (not loaded when ``tls=`` is ``given``: it would be replaced)."""
-    out = ctx.connect_options()
-    if ctx.connection.tls is not None and "tls" not in given:
-        out["tls"] = tls_context(ctx.connection.tls, f"NATS context file {ctx.path}")
-    return out
 
 
 class Client(CoreClient):

@@ -37,7 +37,7 @@ builtins keeps working. Errors translated from nats-py keep it as ``__cause__``.
     ├── ServiceError (code, description, data): a service's error answer (ADR-32)
     ├── TimeoutError (also the builtin TimeoutError)
     ├── FeatureNotSupportedError (feature, server_version, needed)
-    ├── FastBatchError (batch_id, stored, last_seq, failed_seq): a fast batch ended early
+    ├── FastBatchError (batch_id, stored, sent, last_seq, failed_seq): a fast batch ended early
     ├── BatchClosedError
     ├── ForkedProcessError (also RuntimeError)
     ├── DeadlockError (also RuntimeError)
@@ -76,7 +76,7 @@ from __future__ import annotations
 
 import builtins
 import enum
-from typing import Any, Dict, Type
+from typing import Any, Dict, Optional, Type
 
 __all__ = [
     "ConsumerGroupError",
@@ -382,19 +382,26 @@ class FeatureNotSupportedError(JetStreamError):
 
 class FastBatchError(JetStreamError):
     """A fast-ingest batch (ADR-50) ended before its commit. ``stored`` is
-    how many of its messages the stream confirmed stored (in gap mode
-    "fail" those are messages 1 to ``stored``, in order), ``last_seq`` the
-    stream sequence of the last of them when the server said (else None),
-    ``failed_seq`` the batch sequence the server refused (None when the
-    batch timed out) and ``__cause__`` the server's error, if any."""
+    how many of its messages the stream holds, as far as the server said:
+    its count when it ended the batch, else (a restart, a timeout, a closed
+    connection) what its flow acks confirmed, never less. In gap mode
+    "fail" the stream holds messages 1 to ``stored`` in order, and when the
+    server did not say, maybe some of ``stored + 1`` to ``sent`` after them.
+    ``sent`` is how many messages of the batch were published,
+    ``last_seq`` the stream sequence of message ``stored`` when the server
+    said (else None), ``failed_seq`` the batch sequence the server refused
+    (None when none was) and ``__cause__`` the server's error, or
+    ConnectionClosedError."""
 
     def __init__(
-        self, message: str, batch_id: str, stored: int, last_seq: Any = None, failed_seq: Any = None
+        self, message: str, batch_id: str, stored: int, last_seq: Any = None, failed_seq: Any = None,
+        sent: Optional[int] = None,
     ) -> None:
         self.batch_id = batch_id
         self.stored = stored
         self.last_seq = last_seq
         self.failed_seq = failed_seq
+        self.sent = stored if sent is None else sent
         super().__init__(message)
 
 

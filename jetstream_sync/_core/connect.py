@@ -19,7 +19,8 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Set, Union
 from nats.aio.client import Client as _NatsClient
 
 from .. import errors
-from ..options import callback, check_servers, connect_durations, inbox_prefix, known_options, redact_url
+from ..options import callback, check_credentials, check_servers, connect_durations, inbox_prefix, known_options
+from ..options import redact_url
 from .nats_errors import InsecureServer, connect_error, most_specific
 from .wire import server_info
 
@@ -62,8 +63,10 @@ class Settings:
 
 
 def check_settings(servers: Union[str, List[str]], options: Dict[str, Any]) -> Settings:
-    """Check the arguments of ``connect(servers, **options)``; InvalidOptionError if one is wrong."""
+    """Check the arguments of ``connect(servers, **options)``; InvalidOptionError if one is wrong.
+    The credential files named are read and checked here, before anything connects."""
     known_options(options, NATS_OPTIONS | OWN_OPTIONS)
+    check_credentials(options)
     options = dict(options)
     connect_durations(options)
     retry = bool(options.pop("retry_on_failed_connect", False))

@@ -7,6 +7,14 @@ messages (the first message always gets one), ``{"type":"gap",...}`` and
 ``{"type":"err",...}`` notices, and the final PubAck (``batch``, ``count``)
 to the commit. The user thread publishes through the connection's outbox and
 waits on a condition for the acks, which the loop thread's handler records.
+
+What a failed batch stored: in gap mode "fail" the stream holds messages 1 to
+k of the batch, in order. The server says k in the PubAck that ends a batch
+(a refused message); a flow ack says only that k >= its ``seq``. A server
+that restarted (or dropped the batch) answers "batch publish ID unknown"
+with no count, and a batch cut off by a timeout or a closed connection gets
+no answer: then ``stored`` is what the flow acks confirmed and k is at most
+the messages sent (``sent``).
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from .. import errors, options
 from ..models import FastPubAck, PubAck
@@ -58,6 +66,8 @@ class FastBatch:
         self._final: Optional[Dict[str, Any]] = None
         self._refused: Optional[Tuple[int, errors.APIError]] = None  # the first "err" notice
         self._notices: List[BaseException] = []  # for the error handler, called in the user thread
+        self._conn_closed = False  # the connection closed while the batch was open
+        self._unlisten: Optional[Callable[[], None]] = None
         self.flow_acks = 0  # flow acks received (observability, tests)
         # Tracing (user thread only): the batch's send span, from the first message to the PubAck.
         self._tracing: Optional[otel.Instrumentation] = None
@@ -102,6 +112,12 @@ class FastBatch:
                 self._refused = (int(body.get("seq") or 0) if kind == "err" else seq, err)
         elif self._final is None:  # the batch's PubAck, or the error that ended (or never began) it
             self._final = body
+
+    def _on_closed(self) -> None:
+        """Loop thread: the connection closed; a waiting add() or commit() stops waiting."""
+        with self._cond:
+            self._conn_closed = True
+            self._cond.notify_all()
 
     # -- the user thread's side ---------------------------------------------------------
 
@@ -171,7 +187,14 @@ class FastBatch:
         if self._closed:
             raise errors.BatchClosedError(f"fast batch {self.batch_id} is closed")
         conn = self._conn
-        conn.check()
+        try:
+            conn.check()
+        except errors.ConnectionClosedError as exc:
+            if not self._seq:
+                raise  # nothing sent: no batch to report on
+            err = self._closed_error()
+            self._span_ended(None, err)
+            raise err from exc
         conn.loop_thread.check_usable()
         payload = options.as_bytes(data)
         hdr = check_publish(conn, subject, payload, headers)
@@ -193,9 +216,17 @@ class FastBatch:
     def _subscribe(self) -> None:
         conn = self._conn
         self._sid = conn.run(conn.subscribe(self._inbox + ".>", self._on_reply), self._opts.ack_timeout)
+        self._unlisten = conn.add_listener("closed", self._on_closed)
 
     def _send(self, subject: str, payload: bytes, headers: Optional[Dict[str, str]], hdr: bytes, seq: int, op: int) -> None:
-        self._conn.outbox.publish(subject, payload, f"{self._reply_prefix}{seq}.{op}.$FI", headers, hdr, self._opts.ack_timeout)
+        try:
+            self._conn.outbox.publish(
+                subject, payload, f"{self._reply_prefix}{seq}.{op}.$FI", headers, hdr, self._opts.ack_timeout
+            )
+        except errors.ConnectionClosedError as exc:
+            if self._seq:
+                raise self._closed_error() from exc
+            raise
         self._seq = seq
 
     def _end(self, subject: str, payload: bytes, headers: Optional[Dict[str, str]], hdr: bytes, op: int) -> PubAck:
@@ -221,24 +252,45 @@ class FastBatch:
         while True:
             with self._cond:
                 left = deadline - time.monotonic()
-                if ready() or self._final is not None or left <= 0:
+                if ready() or self._final is not None or self._conn_closed or left <= 0:
                     break
                 if self._cond.wait(min(left, timeout / 3)):
                     continue
             self._ping()  # not holding _cond: the publish may wait for room, and the loop needs _cond to record acks
         if self._final is None and not ready():
+            if self._conn_closed:
+                raise self._closed_error() from errors.ConnectionClosedError("the connection closed")
             self._finish()
             raise errors.FastBatchError(
                 f"fast batch {self.batch_id}: no answer from the server within {timeout}s waiting for {what}; "
-                f"{self._ack_seq} of {self.size} messages confirmed stored",
-                self.batch_id, self._ack_seq,
+                f"{self._unconfirmed()}",
+                self.batch_id, self._ack_seq, sent=self.size,
             )  # fmt: skip
         if self._final is not None and what != "the batch's PubAck":
             self._finish()
             self._final_ack()  # raises: the server ended the batch early
+            stored = max(int(self._final.get("count") or 0), self._ack_seq)
             raise errors.FastBatchError(
-                f"fast batch {self.batch_id} was ended by the server", self.batch_id, self._ack_seq
-            )
+                f"fast batch {self.batch_id} was ended by the server; {stored} of {self.size} messages stored",
+                self.batch_id, stored, sent=self.size,
+            )  # fmt: skip
+
+    def _unconfirmed(self) -> str:
+        """What is known stored when the server did not say: what the flow acks confirmed."""
+        acked, sent = self._ack_seq, self.size
+        text = f"{acked} of {sent} messages confirmed stored"
+        if sent > acked:
+            more = f"message {sent}" if sent == acked + 1 else f"messages {acked + 1} to {sent}"
+            text += f" ({more} may be stored too)"
+        return text
+
+    def _closed_error(self) -> errors.FastBatchError:
+        """The batch ends because its connection closed: what the flow acks confirmed."""
+        self._finish()
+        return errors.FastBatchError(
+            f"fast batch {self.batch_id}: the connection closed; {self._unconfirmed()}",
+            self.batch_id, self._ack_seq, sent=self.size,
+        )  # fmt: skip
 
     def _ping(self) -> None:
         """Ask the server to resend its last flow ack (and report gaps)."""
@@ -258,12 +310,18 @@ class FastBatch:
         if cause.err_code == errors.ErrorCode.BATCH_PUBLISH_DISABLED:
             cause = cause.with_hint("the stream needs allow_batched=True")
         failed = refused[0] if refused is not None else None
-        stored = int(final.get("count") or 0)
-        last = final.get("seq") if stored else None
+        if cause.err_code == _BATCH_UNKNOWN:  # the server restarted or dropped the batch: it cannot say
+            what = f"the server no longer knows the batch (it restarted or dropped it); {self._unconfirmed()}"
+            raise errors.FastBatchError(
+                f"fast batch {self.batch_id} failed: {what}", self.batch_id, self._ack_seq, sent=self.size
+            ) from cause
+        count = int(final.get("count") or 0)  # the server's count: messages 1 to count are stored
+        stored = max(count, self._ack_seq)
+        last = final.get("seq") if count and count == stored else None
         raise errors.FastBatchError(
             f"fast batch {self.batch_id} failed{f' at message {failed}' if failed else ''}: {cause}; "
             f"{stored} of {self.size} messages stored" + (f", the last at stream sequence {last}" if last else ""),
-            self.batch_id, stored, last, failed,
+            self.batch_id, stored, last, failed, sent=self.size,
         ) from cause  # fmt: skip
 
     def _fail_now(self) -> None:
@@ -283,6 +341,9 @@ class FastBatch:
     def _finish(self) -> None:
         """Closed from now on; interest in the inbox removed (the server stops answering)."""
         self._closed = True
+        unlisten, self._unlisten = self._unlisten, None
+        if unlisten is not None:
+            unlisten()
         sid, self._sid = self._sid, None
         if sid is not None and not self._conn.is_closed:
             try:

@@ -1,6 +1,7 @@
 """Every option's default and validation, in one package: the one place
 where arguments are checked (DESIGN.md section 3). Pure functions, no I/O (but for
-the two that read files a connect names: ``tls`` and ``natscontext``).
+the three that read files a connect names: ``credentials``, ``tls`` and
+``natscontext``).
 
 - ``checks``: durations, counts, subjects, names, headers, the wire's limits;
 - ``pull``: messages()/consume()/fetch()/push options and priority groups;
@@ -9,6 +10,8 @@ the two that read files a connect names: ``tls`` and ``natscontext``).
 - ``publish``: publish headers, atomic batches;
 - ``ingest``: message schedules (ADR-51) and fast-ingest batches;
 - ``connect``: connect options and server URLs;
+- ``credentials``: the credential files a connect names (creds, nkey seed,
+  user JWT), read and checked before it;
 - ``subscribe``: the nats-py-style subscribe workflow's arguments;
 - ``worker``: the worker runner's own arguments (client, signals);
 - ``services``: the service API's names, versions, subjects and errors
@@ -143,6 +146,7 @@ from .pull import (
 )
 from .config import build_config, consumer_kind, consumer_names, opt_start_time, ordered_start, validate_name
 from .connect import callback, check_servers, known_options, redact_url
+from .credentials import check_credentials
 from .subscribe import bind_config, bind_name, consumer_name, new_queue_consumer, ordered_own, ordered_subscribe, pull_config, push_subscribe
 from .worker import service_list, signal_numbers, worker_client
 from .publish import MAX_BATCH, batch_item, batch_items, publish_headers
@@ -230,6 +234,7 @@ __all__ = [
     "opt_start_time",
     "callback",
     "check_servers",
+    "check_credentials",
     "known_options",
     "redact_url",
     "MAX_BATCH",

@@ -13,12 +13,12 @@ password (:func:`~.connect.redact_url`).
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 from .. import errors
 from .connect import check_servers, redact_url
+from .credentials import is_nkey_seed
 
 __all__ = [
     "CONNECTION_OPTIONS",
@@ -36,9 +36,6 @@ CONNECTION_OPTIONS: Tuple[str, ...] = (
     "tls.ca", "tls.cert", "tls.key", "tls.keyPassword",
 )  # fmt: skip
 HELPER_ROLE = "publish_partition/shared_client"
-
-# An nkey seed ("SU..." for a user): base32 text, as opposed to a path to a seed file.
-_NKEY_SEED = re.compile(r"S[A-Z][A-Z2-7]{40,}")
 
 
 def is_pem(value: str) -> bool:
@@ -100,7 +97,7 @@ class ConnectionSettings:
             if value is not None:
                 out[key] = value
         if self.nkey is not None:
-            out["nkeys_seed_str" if _NKEY_SEED.fullmatch(self.nkey) else "nkeys_seed"] = self.nkey
+            out["nkeys_seed_str" if is_nkey_seed(self.nkey) else "nkeys_seed"] = self.nkey
         return out
 
     def __repr__(self) -> str:

@@ -6,11 +6,12 @@ Where they are: ``$XDG_CONFIG_HOME/nats/context/<name>.json`` (default
 ``.../nats/context.txt``. A context may also be given as a path to a JSON file.
 
 The connection fields go through :mod:`.connection`'s settings, the one parser
-of connection settings (TLS, credentials, nkeys). Reading a context file is
-this module's only I/O; certificate files are read later, by
-:func:`.tls.tls_context`. Secrets (``password``, ``token``, ``user_jwt``) never
-reach a message or a ``repr``; JSON errors name the file and the line, never a
-value.
+of connection settings (TLS, credentials, nkeys). A context file is read by
+:func:`load_context`; the files it names by :meth:`NatsContext.read_files`
+before a connect: credentials by :func:`.credentials.check_credentials`,
+certificates by :func:`.tls.tls_context`. Secrets (``password``, ``token``,
+``user_jwt``) never reach a message or a ``repr``; JSON errors name the file
+and the line, never a value.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from .checks import api_prefix, inbox_prefix
 from .config import validate_name
 from .connect import check_servers
 from .connection import ConnectionSettings, TlsSettings
+from .credentials import check_credentials
+from .tls import tls_context
 
 __all__ = [
     "CONTEXT_ENV",
@@ -62,6 +65,8 @@ _UNSUPPORTED = {
 }
 _SECRET = frozenset({"password", "token", "user_jwt"})
 _PATHS = ("creds", "nkey", "cert", "key", "ca")  # '~' expanded, as the CLI does
+# The connect option each credential field becomes.
+_CREDENTIAL_FIELDS = {"user_credentials": "creds", "nkeys_seed": "nkey", "nkeys_seed_str": "nkey"}
 _NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
@@ -103,6 +108,23 @@ class NatsContext:
         if self.user_jwt is not None:  # the JWT here, its seed in the nkey file
             jwt = self.user_jwt.encode()
             out["user_jwt_cb"] = lambda: bytearray(jwt)
+        return out
+
+    @property
+    def where(self) -> str:
+        """How messages name this context: its name and its file."""
+        return f"NATS context {self.name!r} in {self.path}"
+
+    def read_files(self, given: Mapping[str, Any]) -> Dict[str, Any]:
+        """The connect keywords of :meth:`connect_options` that ``given``
+        does not set, with the files they name read and checked: the creds
+        file or nkey seed file, and the SSLContext of the TLS files (not
+        made when ``given`` has ``tls``). InvalidOptionError names the
+        context, its field and the file."""
+        out = {k: v for k, v in self.connect_options().items() if k not in given}
+        check_credentials(out, {opt: f"{self.where}: field {field!r}" for opt, field in _CREDENTIAL_FIELDS.items()})
+        if self.connection.tls is not None and "tls" not in given:
+            out["tls"] = tls_context(self.connection.tls, self.where)
         return out
 
     def jetstream_options(self) -> Dict[str, str]:

@@ -17,6 +17,7 @@ from typing import Any, Dict, Mapping, Union
 import jetstream_sync as jss
 
 from ..options.connection import ConnectionSettings, connection_settings
+from ..options.credentials import check_credentials
 from ..options.tls import tls_context
 
 __all__ = ["shared_client", "close_all", "connect_options", "tls_context", "Connection"]
@@ -24,6 +25,8 @@ __all__ = ["shared_client", "close_all", "connect_options", "tls_context", "Conn
 # What the helpers take as connection settings: a servers string, a mapping of
 # the data source's connection options, or settings already parsed.
 Connection = Union[str, Mapping[str, str], ConnectionSettings]
+# The data source's option behind each connect option that names a credential.
+_OPTION_NAMES = {"user_credentials": "option 'creds'", "nkeys_seed": "option 'nkey'", "nkeys_seed_str": "option 'nkey'"}
 
 
 def connect_options(connection: Connection) -> Dict[str, Any]:
@@ -54,6 +57,7 @@ def shared_client(connection: Connection) -> jss.Client:
     keeps them: a closed client, or one inherited over fork(), is replaced.
     """
     kwargs = connect_options(connection)
+    check_credentials(kwargs, _OPTION_NAMES)  # named as the data source's options: 'creds', 'nkey'
     return jss.shared_client(kwargs.pop("servers"), **kwargs)
 
 

@@ -14,10 +14,10 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
-from .. import errors
+from .. import errors, options
 from .runner import Worker
 
-__all__ = ["OPTIONS", "Option", "UsageError", "add_arguments", "build_worker", "load_handler", "main"]
+__all__ = ["OPTIONS", "Option", "UsageError", "add_arguments", "build_worker", "creds_option", "load_handler", "main"]
 
 ENV_URL = "NATS_URL"
 LOG_FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
@@ -123,6 +123,16 @@ def setup_logging(level: str) -> None:
     logging.getLogger("jetstream_sync").setLevel(value)
 
 
+def creds_option(path: str) -> Dict[str, Any]:
+    """``--creds FILE`` as connect options, once the file is read and checked
+    (UsageError naming the option and the file)."""
+    try:
+        options.check_credentials({"user_credentials": path}, {"user_credentials": "--creds"})
+    except errors.InvalidOptionError as exc:
+        raise UsageError(str(exc)) from None
+    return {"user_credentials": path}
+
+
 def build_worker(
     values: Mapping[str, Any],
     *,
@@ -138,11 +148,8 @@ def build_worker(
     if connect_options is not None and not isinstance(connect_options, Mapping):
         raise UsageError(f"the connect options setting must be a mapping, got {type(connect_options).__name__}")
     opts: Dict[str, Any] = {"name": "jetstream-sync-worker", **(connect_options or {})}
-    creds = values.get("creds")
-    if creds:
-        if not os.path.isfile(creds):
-            raise UsageError(f"credentials file not found: {creds}")
-        opts["user_credentials"] = creds
+    if values.get("creds"):
+        opts.update(creds_option(values["creds"]))
     pull: Dict[str, Any] = {}
     if values.get("max_messages") is not None:
         pull["max_messages"] = values["max_messages"]

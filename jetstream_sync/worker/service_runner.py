@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 from .. import errors, options
 from ..client import Client, connect
 from ..services import Service
-from .cli import UsageError, load_handler, resolve_servers, setup_logging
+from .cli import UsageError, creds_option, load_handler, resolve_servers, setup_logging
 from .signals import catch_signals
 from .._core.logfields import log_fields
 
@@ -108,9 +108,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         servers = resolve_servers(args.server)
         opts: Dict[str, Any] = {}
         if args.creds:
-            if not os.path.isfile(args.creds):
-                raise UsageError(f"credentials file not found: {args.creds}")
-            opts["user_credentials"] = args.creds
+            opts.update(creds_option(args.creds))
         options.duration("--shutdown-timeout", args.shutdown_timeout)
     except (UsageError, errors.InvalidOptionError) as exc:
         print(f"jetstream-sync service: error: {exc}", file=sys.stderr)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import collections
 import os
+import pathlib
 import queue as queue_mod
+import re
 import signal
 import ssl
 import subprocess
@@ -22,6 +24,7 @@ import pytest
 import jetstream_sync as jss
 
 from jetstream_sync.testing import free_port
+from nats.aio.client import RawCredentials
 
 from ..helpers import (
     Bounded,
@@ -576,6 +579,98 @@ def test_connect_errors_say_why_and_hide_passwords(tmp_path, server):
     for what, (e, t) in seen.items():
         print(f"{what}: {type(e).__name__}: {e} ({t:.2f}s)")
     assert not problems, "\n".join(problems)
+
+
+# -- credential files: read and checked before anything connects ---------------------------
+
+# Made up, of the right form: the checks read a file's form, nothing connects with them.
+_SEED = "SUAIBDPBAUTWCWBKIO6XHQNINK5FWJW4OHLXC3HQ2KFE4PEJUA44CNHTC4"
+_JWT = "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.eyJzdWIiOiJVQUJDIn0.c2lnbmF0dXJl"
+_GARBAGE = "garbage-SECRET-1 not a creds file\nmore-SECRET-2\n"
+
+
+def _credential_files(tmp_path):
+    """Paths by name: files that exist (good or bad) and one that does not."""
+    files = {
+        "missing": tmp_path / "nowhere" / "user.creds",
+        "dir": tmp_path / "a-directory",
+        "garbage": tmp_path / "bad.creds",
+        "jwt_only": tmp_path / "jwt-only.creds",
+        "seed": tmp_path / "user.nk",
+        "seed_nl": tmp_path / "user-nl.nk",
+        "jwt": tmp_path / "user.jwt",
+    }
+    files["dir"].mkdir()
+    files["garbage"].write_text(_GARBAGE)
+    files["jwt_only"].write_text(f"-----BEGIN NATS USER JWT-----\n{_JWT}\n------END NATS USER JWT------\n")
+    files["seed"].write_text(_SEED)
+    files["seed_nl"].write_text(_SEED + "\n")
+    files["jwt"].write_text(_JWT + "\n")
+    return {name: str(path) for name, path in files.items()}
+
+
+_CREDENTIAL_CASES = {
+    "creds file missing": (lambda f: {"user_credentials": f["missing"]},
+                           r"option 'user_credentials': cannot read the credentials file {missing} \(No such file"),
+    "creds file missing, as a Path": (lambda f: {"user_credentials": pathlib.Path(f["missing"])},
+                                      r"option 'user_credentials': cannot read the credentials file {missing} \(No such"),
+    "creds file is a directory": (lambda f: {"user_credentials": f["dir"]},
+                                  r"option 'user_credentials': cannot read the credentials file {dir} \(Is a directory\)"),
+    "creds file of garbage": (lambda f: {"user_credentials": f["garbage"]},
+                              r"option 'user_credentials': the credentials file {garbage} holds no user JWT"),
+    "creds file without its seed": (lambda f: {"user_credentials": f["jwt_only"]},
+                                    r"the credentials file {jwt_only} holds no nkey seed"),
+    "creds text given as a path": (lambda f: {"user_credentials": _GARBAGE + "-----BEGIN USER NKEY SEED-----"},
+                                   r"option 'user_credentials' must be a path to the credentials file, not its content"),
+    "raw creds text of garbage": (lambda f: {"user_credentials": RawCredentials(_GARBAGE)},
+                                  r"option 'user_credentials': the credentials text holds no user JWT"),
+    "JWT file of a pair missing": (lambda f: {"user_credentials": (f["missing"], f["seed"])},
+                                   r"option 'user_credentials': cannot read the user JWT file {missing} \(No such"),
+    "JWT file of a pair of garbage": (lambda f: {"user_credentials": (f["garbage"], f["seed"])},
+                                      r"the user JWT file {garbage} does not hold a user JWT"),
+    "seed file of a pair missing": (lambda f: {"user_credentials": (f["jwt"], f["missing"])},
+                                    r"option 'user_credentials': cannot read the nkey seed file {missing} \(No such"),
+    "seed file of a pair with a line break": (lambda f: {"user_credentials": (f["jwt"], f["seed_nl"])},
+                                              r"the nkey seed file {seed_nl} must hold the seed alone"),
+    "nkeys_seed file missing": (lambda f: {"nkeys_seed": f["missing"]},
+                                r"option 'nkeys_seed': cannot read the nkey seed file {missing} \(No such file"),
+    "nkeys_seed file is a directory": (lambda f: {"nkeys_seed": f["dir"]},
+                                       r"option 'nkeys_seed': cannot read the nkey seed file {dir} \(Is a directory\)"),
+    "nkeys_seed file of garbage": (lambda f: {"nkeys_seed": f["garbage"]},
+                                   r"option 'nkeys_seed': the nkey seed file {garbage} does not hold an nkey seed"),
+    "nkeys_seed given the seed": (lambda f: {"nkeys_seed": _SEED},
+                                  r"option 'nkeys_seed' must be a path to the nkey seed file, not its content "
+                                  r"\(the seed itself goes in 'nkeys_seed_str'\)"),
+    "nkeys_seed_str given a file": (lambda f: {"nkeys_seed_str": f["seed"]},
+                                    r"option 'nkeys_seed_str' takes the seed itself, not a file"),
+    "nkeys_seed_str not a seed": (lambda f: {"nkeys_seed_str": "not-a-seed-SECRET-3"},
+                                  r"option 'nkeys_seed_str' is not an nkey seed"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(_CREDENTIAL_CASES))
+def test_a_credential_file_that_cannot_be_used_is_refused_before_anything_connects(tmp_path, server, case):
+    # nats-py reads these files only when a server asks for a signature: a server without
+    # authentication got a connection without the credentials asked for.
+    files = _credential_files(tmp_path)
+    options, says = _CREDENTIAL_CASES[case]
+    before = server.varz()["total_connections"]
+    with pytest.raises(jss.InvalidOptionError, match=says.format(**{k: re.escape(v) for k, v in files.items()})) as info:
+        jss.connect(server.url, **options(files)).close()
+    assert server.varz()["total_connections"] == before  # nothing reached the server
+    for secret in ("SECRET", _SEED, _JWT, "garbage"):  # neither a file's content nor a credential
+        assert secret not in str(info.value) and secret not in repr(info.value)
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads a file of mode 000")
+def test_an_unreadable_credential_file_is_refused_before_anything_connects(tmp_path, server):
+    creds = tmp_path / "user.creds"
+    creds.write_text("-----BEGIN NATS USER JWT-----\n")
+    creds.chmod(0)
+    before = server.varz()["total_connections"]
+    with pytest.raises(jss.InvalidOptionError, match=rf"cannot read the credentials file {re.escape(str(creds))} \(Permission denied\)"):
+        jss.connect(server.url, user_credentials=str(creds)).close()
+    assert server.varz()["total_connections"] == before
 
 
 # -- core subscription readers: released by close()/drain(), bounded when slow -------------

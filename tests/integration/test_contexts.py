@@ -9,6 +9,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import time
 
 import pytest
@@ -80,6 +81,41 @@ def test_a_context_whose_certificate_cannot_be_loaded_says_which_file(tmp_path, 
         assert nc.is_connected
 
 
+# -- files a context names: read and checked before anything connects ----------------------
+
+_BAD_FILES = [
+    ({"creds": "missing"}, r"field 'creds': cannot read the credentials file {missing} \(No such file or directory\)"),
+    ({"creds": "dir"}, r"field 'creds': cannot read the credentials file {dir} \(Is a directory\)"),
+    ({"creds": "bad"}, r"field 'creds': the credentials file {bad} holds no user JWT"),
+    ({"nkey": "missing"}, r"field 'nkey': cannot read the nkey seed file {missing} \(No such file or directory\)"),
+    ({"nkey": "bad"}, r"field 'nkey': the nkey seed file {bad} does not hold an nkey seed"),
+    ({"user_jwt": "jwt", "nkey": "dir"}, r"field 'nkey': cannot read the nkey seed file {dir} \(Is a directory\)"),
+    ({"ca": "missing"}, r"field 'ca': the CA certificates could not be loaded \(No such file or directory: {missing}\)"),
+    ({"ca": "dir"}, r"field 'ca': the CA certificates could not be loaded \(Is a directory: {dir}\)"),
+    ({"ca": "bad"}, r"field 'ca': the CA certificates could not be loaded \(.*: {bad}\)"),
+    ({"cert": "missing", "key": "bad"}, r"fields 'cert'/'key': .* could not be loaded \(No such file or directory: {missing}\)"),
+    ({"cert": "bad", "key": "dir"}, r"fields 'cert'/'key': .* could not be loaded \(Is a directory: {dir}\)"),
+    ({"cert": "bad", "key": "bad"}, r"fields 'cert'/'key': .* could not be loaded \(.*: {bad}\)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("fields, says", _BAD_FILES, ids=[" ".join(f"{k}={v}" for k, v in f.items()) for f, _ in _BAD_FILES])
+def test_a_file_the_context_names_that_cannot_be_used_is_refused_before_anything_connects(tmp_path, server, fields, says):
+    # nats-py reads creds and nkey files only when a server asks for a signature: against a
+    # server without authentication a missing one went unnoticed.
+    files = {"missing": tmp_path / "nowhere" / "file", "dir": tmp_path / "a-directory", "bad": tmp_path / "bad.txt"}
+    files["dir"].mkdir()
+    files["bad"].write_text("garbage-SECRET-1\n-----BEGIN NATS USER JWT-----\nnot-a-jwt-SECRET-2\n")
+    values = {k: "eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.c2ln" if v == "jwt" else str(files[v]) for k, v in fields.items()}
+    path = write_context(tmp_path, "prod", url=server.url, **values)
+    pattern = f"NATS context 'prod' in {re.escape(path)}: " + says.format(**{k: re.escape(str(v)) for k, v in files.items()})
+    before = server.varz()["total_connections"]
+    with pytest.raises(jss.InvalidOptionError, match=pattern) as info:
+        jss.connect(context=path).close()
+    assert server.varz()["total_connections"] == before  # nothing reached the server
+    assert "SECRET" not in str(info.value) and "eyJ" not in str(info.value)
+
+
 # -- JWTs, creds, nkeys -------------------------------------------------------------------
 
 
@@ -132,17 +168,46 @@ def test_a_context_with_a_user_jwt_and_its_nkey_seed_file_connects(tmp_path, ope
         round_trip(nc)
 
 
-def test_a_context_with_an_nkey_seed_file_connects(tmp_path):
+def test_connect_options_of_every_credential_form_pass_the_checks_and_connect(tmp_path, operator_server):
+    from nats.aio.client import RawCredentials
+
+    server, user_jwt, seed = operator_server
+    text = (f"-----BEGIN NATS USER JWT-----\n{user_jwt}\n------END NATS USER JWT------\n\n"
+            f"-----BEGIN USER NKEY SEED-----\n{seed}\n------END USER NKEY SEED------\n")  # fmt: skip
+    creds, jwt_file, seed_file = tmp_path / "user.creds", tmp_path / "user.jwt", tmp_path / "user.nk"
+    creds.write_text(text)
+    jwt_file.write_text(user_jwt + "\n")
+    seed_file.write_text(seed)  # nats-py reads a pair's seed file whole: no line break
+    for given in (str(creds), creds, (str(jwt_file), str(seed_file)), RawCredentials(text)):
+        with jss.connect(server.url, user_credentials=given) as nc:
+            round_trip(nc)
+
+
+@pytest.fixture
+def nkey_server(tmp_path):
+    """A server whose one user is an nkey: (server, the user's key pair)."""
     user = _keypair(nkeys.PREFIX_BYTE_USER)
     server = config_server(tmp_path, "nkey", "listen: 127.0.0.1:{port}\nauthorization { users: [{nkey: %s}] }\n"
                            % user.public_key.decode())  # fmt: skip
-    try:
-        seed_file = tmp_path / "user.nk"
-        seed_file.write_text(user.seed.decode())
-        with jss.connect(context=write_context(tmp_path, url=server.url, nkey=str(seed_file))) as nc:
+    yield server, user
+    server.cleanup()
+
+
+def test_a_context_with_an_nkey_seed_file_connects(tmp_path, nkey_server):
+    server, user = nkey_server
+    seed_file = tmp_path / "user.nk"
+    seed_file.write_text(user.seed.decode())
+    with jss.connect(context=write_context(tmp_path, url=server.url, nkey=str(seed_file))) as nc:
+        round_trip(nc)
+
+
+def test_connect_options_with_an_nkey_seed_file_or_the_seed_connect(tmp_path, nkey_server):
+    server, user = nkey_server
+    seed_file = tmp_path / "user.nk"
+    seed_file.write_text(user.seed.decode() + "\n")
+    for given in ({"nkeys_seed": str(seed_file)}, {"nkeys_seed_str": user.seed.decode()}):
+        with jss.connect(server.url, **given) as nc:
             round_trip(nc)
-    finally:
-        server.cleanup()
 
 
 # -- user/password, token, and explicit arguments -------------------------------------------

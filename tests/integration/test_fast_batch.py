@@ -240,3 +240,82 @@ def test_a_server_that_stops_answering_fails_the_batch_within_ack_timeout(fnc, p
             batch.commit("fastp.a", b"2")
         assert time.monotonic() - started < 3.0
     assert info.value.stored == 0 and batch.closed
+
+
+def test_a_server_restart_mid_batch_reports_what_the_flow_acks_confirmed(fnc, private_server):
+    # The server holds a batch's state in memory: restarted (with its store), it answers the
+    # next message with "batch publish ID unknown" and cannot say how many it stored. `stored`
+    # is then what its flow acks confirmed; the stream holds messages 1 to k, stored <= k <= sent.
+    js = fnc.jetstream()
+    js.create_stream(name="FASTR", subjects=["fastr.>"], allow_batched=True)
+    flow, outstanding = 100, 2
+    batch = js.fast_batch(flow=flow, max_outstanding_acks=outstanding, ack_timeout=4)
+    acked = 0
+    with pytest.raises(jss.FastBatchError) as info:
+        for i in range(1, 20_001):
+            if i == 5_001:
+                private_server.restart()
+            acked = max(acked, batch.add("fastr.x", b"%d" % i).ack_seq)
+    err = info.value
+    assert acked >= 4_800 and err.stored >= acked  # never less than the flow acks confirmed
+    assert err.sent == batch.size and err.stored <= err.sent <= err.stored + flow * outstanding
+    assert "no longer knows the batch" in str(err) and batch.closed
+    assert f"{err.stored} of {err.sent} messages confirmed stored" in str(err)
+    held = js.stream_info("FASTR").state.messages
+    got = [m.data for m in js.ordered_consumer("FASTR").fetch(held, expires=10.0)]
+    assert got == [b"%d" % i for i in range(1, held + 1)]  # messages 1 to k, in order, once each
+    assert err.stored <= held <= err.sent
+
+
+def test_a_batch_resumed_after_a_restart_with_message_ids_stores_every_message_once(fnc, private_server):
+    # What docs/fast-batch.md advises: with a Nats-Msg-Id on each message, a new batch from
+    # stored + 1 stores only what the stream lacks of the messages that may be stored already.
+    js = fnc.jetstream()
+    js.create_stream(name="FASTM", subjects=["fastm.>"], allow_batched=True)
+    n = 3_000
+    items = [("fastm.x", b"%d" % i, {"Nats-Msg-Id": f"m-{i}"}) for i in range(1, n + 1)]
+    batch = js.fast_batch(flow=100, ack_timeout=4)
+    with pytest.raises(jss.FastBatchError) as info:
+        for i, (subject, data, headers) in enumerate(items, 1):
+            if i == 1_001:
+                private_server.restart()
+            batch.add(subject, data, headers=headers)
+    assert info.value.stored >= 800
+    ack = js.publish_fast_batch(items[info.value.stored:])
+    assert ack.seq == n
+    got = [m.data for m in js.ordered_consumer("FASTM").fetch(n + 1, expires=2.0)]
+    assert got == [b"%d" % i for i in range(1, n + 1)]
+
+
+def test_a_connection_closed_mid_batch_ends_it_with_what_the_flow_acks_confirmed(fnc, private_server):
+    js = fnc.jetstream()
+    js.create_stream(name="FASTC", subjects=["fastc.>"], allow_batched=True)
+    batch = js.fast_batch(flow=10, ack_timeout=4)
+    acked = max(batch.add("fastc.x", b"%d" % i).ack_seq for i in range(1, 101))
+    fnc.close()
+    with pytest.raises(jss.FastBatchError, match="connection closed") as info:
+        batch.add("fastc.x", b"101")
+    err = info.value
+    assert isinstance(err.__cause__, jss.ConnectionClosedError)
+    assert (err.sent, err.last_seq, err.failed_seq) == (100, None, None) and 80 <= acked <= err.stored <= 100
+    assert batch.closed
+    with jss.connect(private_server.url) as nc:
+        assert err.stored <= nc.jetstream().stream_info("FASTC").state.messages <= err.sent
+
+
+def test_a_connection_lost_for_good_mid_batch_fails_at_once(private_server):
+    # No reconnect: the batch waiting for a flow ack learns of the closed connection at once,
+    # not after ack_timeout.
+    with jss.connect(private_server.url, allow_reconnect=False) as nc:
+        js = nc.jetstream()
+        js.create_stream(name="FASTG", subjects=["fastg.>"], allow_batched=True)
+        batch = js.fast_batch(flow=10, max_outstanding_acks=1, ack_timeout=30)
+        for i in range(50):
+            batch.add("fastg.x", b"%d" % i)
+        private_server.stop()
+        started = time.monotonic()
+        with pytest.raises(jss.FastBatchError, match="connection closed") as info:
+            for _ in range(1000):
+                batch.add("fastg.x", b"more")
+        assert time.monotonic() - started < 10
+        assert isinstance(info.value.__cause__, jss.ConnectionClosedError) and info.value.stored >= 40

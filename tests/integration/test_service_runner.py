@@ -96,3 +96,13 @@ def test_a_bad_target_is_a_usage_error(server, tmp_path):
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 2
     assert "has no 'missing'" in err
+
+
+def test_a_creds_file_that_cannot_be_used_is_a_usage_error(tmp_path, capsys):
+    from jetstream_sync.worker.service_runner import main
+
+    bad = tmp_path / "bad.creds"
+    bad.write_text("garbage-SECRET\n")
+    assert main(["os:getpid", "--server", "nats://127.0.0.1:1", "--creds", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"--creds: the credentials file {bad} holds no user JWT" in err and "SECRET" not in err

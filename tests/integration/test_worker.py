@@ -576,6 +576,17 @@ def test_cli_usage_errors_exit_2_with_one_line(argv, match, capsys, monkeypatch)
     assert "cr3t" not in err  # no piece of a password
 
 
+@pytest.mark.parametrize("which, says", [("bad", "holds no user JWT"), ("dir", "(Is a directory)")])
+def test_cli_creds_file_is_read_and_checked_before_connecting(tmp_path, capsys, monkeypatch, which, says):
+    files = {"bad": tmp_path / "bad.creds", "dir": tmp_path}
+    files["bad"].write_text("garbage-SECRET\n")
+    monkeypatch.delenv("NATS_URL", raising=False)
+    assert cli_main(_worker("os:getpid", "nats://127.0.0.1:1", "--creds", str(files[which]))) == 2
+    err = capsys.readouterr().err
+    assert "--creds: " in err and str(files[which]) in err and says in err
+    assert "SECRET" not in err and "Traceback" not in err
+
+
 def test_cli_handler_module_that_fails_to_import_shows_where_and_exits_2(tmp_path, capsys, monkeypatch):
     (tmp_path / "broken_handlers_x.py").write_text("import os\n\ndef handle(msg)\n    pass\n")  # no colon
     monkeypatch.chdir(tmp_path)

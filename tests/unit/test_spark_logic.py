@@ -1,5 +1,7 @@
 """Spark-side pure logic: options, offsets, partitioning, rows to publish."""
 
+import re
+
 import pytest
 
 pytest.importorskip("pyspark", reason="the spark extra is not installed")
@@ -128,3 +130,27 @@ def test_tls_context_from_files_and_from_pem_texts(tmp_path):
         tls_context(connection_settings({"servers": "h:1", "tls.ca": str(tmp_path / "none.pem")}).tls)
     for e in (wrong, missing):
         assert "PRIVATE KEY" not in str(e.value) and "nope" not in str(e.value) and "kp-SECRET" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "option, which, says",
+    [
+        ("creds", "missing", r"option 'creds': cannot read the credentials file {missing} \(No such file"),
+        ("creds", "bad", r"option 'creds': the credentials file {bad} holds no user JWT"),
+        ("nkey", "missing", r"option 'nkey': cannot read the nkey seed file {missing} \(No such file"),
+        ("nkey", "dir", r"option 'nkey': cannot read the nkey seed file {dir} \(Is a directory\)"),
+        ("tls.ca", "missing", r"option 'tls.ca': the CA certificates could not be loaded \(No such file or directory: {missing}\)"),
+        ("tls.ca", "bad", r"option 'tls.ca': the CA certificates could not be loaded \(.*: {bad}\)"),
+    ],
+)  # fmt: skip
+def test_a_credential_or_tls_file_that_cannot_be_used_fails_before_connecting(tmp_path, option, which, says):
+    # The server's port is closed: a connect would fail with NoServersError instead.
+    from jetstream_sync.spark._clients import shared_client
+    from jetstream_sync.testing import free_port
+
+    files = {"missing": tmp_path / "none" / "f", "bad": tmp_path / "bad.txt", "dir": tmp_path}
+    files["bad"].write_text("garbage-SECRET\n")
+    pattern = says.format(**{k: re.escape(str(v)) for k, v in files.items()})
+    with pytest.raises(jss.InvalidOptionError, match=pattern) as info:
+        shared_client({"servers": f"nats://127.0.0.1:{free_port()}", option: str(files[which])})
+    assert "SECRET" not in str(info.value)
