@@ -16,6 +16,7 @@ from . import errors, options
 from .options import as_bytes
 from ._core import NatsClient as _NatsClient
 from ._core.connection import Connection, Resource
+from ._core.nats_errors import slow_consumer_error
 from ._core.message import Msg, WireMsg
 from ._core import otel
 from ._core.publish import check_publish, known_subject
@@ -394,9 +395,7 @@ class Subscription(Resource):
                 self._bytes += size
                 self._cond.notify()
         if report:
-            self._conn.report_error(
-                errors.SlowConsumerError(f"slow consumer on {self.subject!r}: pending limit reached, dropping messages")
-            )
+            self._conn.report_error(slow_consumer_error(self.subject), subject=self.subject)
 
     def next_msg(self, timeout: Optional[float] = 1.0) -> Msg:
         """The next message; raises TimeoutError after ``timeout`` seconds

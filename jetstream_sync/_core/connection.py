@@ -243,14 +243,14 @@ class Connection:
             self._permission_denied(violation.kind, violation.subject, violation.queue, err)
         else:
             err = translate(exc)
-            _log.debug("connection error: %r", exc, extra=log_fields(server=self.last_url))
+            self._events.log_error(exc, err, self.last_url)
         await self._events.call_user("error_cb", err)
 
-    def report_error(self, exc: BaseException, log: bool = True) -> None:
-        """Any thread: pass an asynchronous problem (slow consumer, a failed
-        callback …) to error_cb; ``log=False`` when the caller logged it."""
+    def report_error(self, exc: BaseException, log: bool = True, **about: Any) -> None:
+        """Any thread: pass an asynchronous problem (slow consumer, a failed callback …) to error_cb;
+        logged with the fields (``subject=``, ``service=`` …) of what it is about unless ``log=False``."""
         if log:
-            _log.warning("%s", exc, extra=log_fields(server=self.last_url))
+            _log.warning("%s", exc, extra=log_fields(server=self.last_url, **about))
         if self._events.has_user_callback("error_cb"):
             try:
                 self.call_soon(self._report_now, exc)

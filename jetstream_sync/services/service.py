@@ -243,7 +243,8 @@ class Service(ServiceGroup):
             elif self._state == "running" and not self._slow:
                 self._slow = True
                 conn.report_error(errors.SlowConsumerError(
-                    f"service {self.name}: {PENDING_LIMIT} requests wait for a handler thread; dropping requests"))  # fmt: skip
+                    f"service {self.name}: {PENDING_LIMIT} requests wait for a handler thread; dropping requests"),
+                    subject=ep.subject, service=self.name)  # fmt: skip
 
         return receive
 
