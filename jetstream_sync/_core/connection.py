@@ -69,8 +69,9 @@ class Resource:
     """Something live on a connection that close/drain/fork must reach:
     pull contexts, fetches, core subscriptions. Subclasses override."""
 
-    def drain_for_shutdown(self) -> Optional[threading.Event]:
-        """Any thread: begin a graceful end; an event set once it is over."""
+    def drain_for_shutdown(self, timeout: float) -> Optional[threading.Event]:
+        """The thread that drains (never wait for it): begin a graceful end, over
+        within ``timeout`` seconds; an event set once it is (None: nothing to wait for)."""
         return None
 
     def connection_closing(self, error: BaseException) -> None:
@@ -353,11 +354,11 @@ class Connection:
     def unregister(self, resource: Resource) -> None:
         self._resources.discard(resource)
 
-    def drain_resources(self) -> List[threading.Event]:
-        """Begin a graceful end of every live context; events to wait on."""
-        with self._state_lock:
-            resources = list(self._resources)
-        events = [r.drain_for_shutdown() for r in resources]
+    def drain_resources(self, timeout: float) -> List[threading.Event]:
+        """Begin every live resource's graceful end (within ``timeout`` s); events to wait on."""
+        with self._state_lock:  # none once closing, nor on the loop thread (resources block for it)
+            resources = [] if self.closing or self.forked or self.loop_thread.in_loop_thread() else list(self._resources)
+        events = [r.drain_for_shutdown(timeout) for r in resources]
         return [e for e in events if e is not None]
 
     def publisher(self) -> AsyncPublisher:
