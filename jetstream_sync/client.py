@@ -140,8 +140,8 @@ class Client(CoreClient):
         (default "q") unless they name their own. Handlers run on
         ``workers`` threads (default 4): above 1 they must be thread-safe.
         The service answers discovery (``$SRV.PING``/``INFO``/``STATS``) at
-        once; it ends with ``svc.stop()``, ``svc.drain()``, or when this
-        client closes or drains.
+        once; it ends with ``svc.stop()``, ``svc.drain()``, or with this
+        client: ``drain()`` drains it first, ``close()`` ends it at once.
         """
         conn = self._connection
         conn.check()

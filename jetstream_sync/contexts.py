@@ -194,6 +194,7 @@ class ConsumeContext(_Context):
         self._thread = threading.Thread(
             target=self._run, name=f"jetstream-sync-consume-{target.consumer}", daemon=True
         )
+        self._receiver.worker = self._thread
         _start(conn, self._receiver, engine(conn, self._receiver, target, opts), target.api_timeout)
         self._thread.start()
 

@@ -16,6 +16,8 @@ from . import errors, options
 from .options import as_bytes
 from ._core import NatsClient as _NatsClient
 from ._core.connection import Connection, Resource
+from ._core.drain import drain_and_close
+from ._core.nats_errors import slow_consumer_error
 from ._core.message import Msg, WireMsg
 from ._core import otel
 from ._core.publish import check_publish, known_subject
@@ -245,8 +247,9 @@ class CoreClient:
         included). An exception it raises is logged with its traceback and
         passed to the connection's ``error_cb``; the next message still comes.
         ``unsubscribe()`` stops it after the current message, ``drain()``
-        after the messages already received. ``async def`` callbacks are
-        refused: use ``run_async`` or nats-py for those.
+        (the subscription's or the client's) after the messages already
+        received. ``async def`` callbacks are refused: use ``run_async`` or
+        nats-py for those.
 
         At most ``pending_msgs_limit`` messages / ``pending_bytes_limit``
         bytes wait unread (nats-py's defaults); beyond that messages are
@@ -324,9 +327,22 @@ class CoreClient:
     # -- shutdown -------------------------------------------------------------
 
     def drain(self, timeout: float = 30.0) -> None:
-        """Stop every context (unread buffers NAK'd) and subscription, send
-        everything queued, drain the connection, then close. Bounded by ``timeout``."""
-        self._conn.close(options.duration("timeout", timeout), drain=True)
+        """End gracefully, then close, within ``timeout`` seconds (default 30).
+
+        First what was received is finished, as each one's own ``drain()``
+        does: services answer every request they received, subscription
+        callbacks and ``consume()`` handlers handle every message that
+        arrived, ``messages()`` iterators hand out their buffer (a loop over
+        one ends by itself). Meanwhile the client works as usual, so a handler
+        may publish or request. Then queued messages and acks are sent and
+        the connection is closed. What is not finished when 80% of
+        ``timeout`` has passed ends as by :meth:`close`: a service answers
+        its queued requests with a 503 service error, buffered messages are
+        NAK'd. Called from a handler, it does not wait for that handler. A
+        ``messages()`` context that no other thread iterates holds the drain
+        that long: stop it (or leave its ``with`` block) first.
+        """
+        drain_and_close([self._conn], options.duration("timeout", timeout))
 
     def close(self, timeout: float = 5.0) -> None:
         """Stop every context (unread buffers NAK'd), send queued acks and
@@ -361,6 +377,7 @@ class Subscription(Resource):
         self._slow = False  # in a slow-consumer episode (report once per episode)
         self.dropped = 0
         self._cb_thread: Optional[threading.Thread] = None  # set once, before any message is read
+        self._cb_done = threading.Event()  # the callback thread has ended
 
     def _start_callback(self, cb: Callable[[Msg], Any]) -> None:
         self._cb_thread = threading.Thread(
@@ -370,6 +387,12 @@ class Subscription(Resource):
 
     def _run_callback(self, cb: Callable[[Msg], Any]) -> None:
         """The callback thread: one message at a time, until the subscription ends."""
+        try:
+            self._call_each(cb)
+        finally:
+            self._cb_done.set()
+
+    def _call_each(self, cb: Callable[[Msg], Any]) -> None:
         while True:
             try:
                 msg = self._take(None)
@@ -411,9 +434,7 @@ class Subscription(Resource):
                 self._bytes += size
                 self._cond.notify()
         if report:
-            self._conn.report_error(
-                errors.SlowConsumerError(f"slow consumer on {self.subject!r}: pending limit reached, dropping messages")
-            )
+            self._conn.report_error(slow_consumer_error(self.subject), subject=self.subject)
 
     def next_msg(self, timeout: Optional[float] = 1.0) -> Msg:
         """The next message; raises TimeoutError after ``timeout`` seconds
@@ -483,13 +504,30 @@ class Subscription(Resource):
     def _remove_interest(self, drain: bool, timeout: float) -> None:
         if self._ended is not None:
             return
+        self._unsubscribe(drain, timeout)
+        self._conn.unregister(self)
+
+    def _unsubscribe(self, drain: bool, timeout: float) -> None:
         conn = self._conn
         if self._sid is not None and not conn.closing:
             try:
                 conn.run(conn.unsubscribe(self._sid, drain=drain, timeout=timeout), timeout + 1.0)
             except errors.ConnectionClosedError:
                 pass
-        conn.unregister(self)
+
+    def drain_for_shutdown(self, timeout: float) -> Optional[threading.Event]:
+        """The client drains: a callback handles what was received; readers
+        keep it readable anyway (the close drains nats-py's subscriptions)."""
+        thread = self._cb_thread
+        if thread is None:
+            return None
+        if self._ended is None:
+            try:
+                self._unsubscribe(drain=True, timeout=timeout)
+            except errors.JetStreamError as exc:  # the close still ends it
+                _log.debug("draining the subscription on %r: %r", self.subject, exc, extra=log_fields(subject=self.subject))
+            self._end(errors.ConnectionClosedError("drained"))
+        return None if thread is threading.current_thread() else self._cb_done
 
     def connection_closing(self, error: BaseException) -> None:
         self._end(error, discard=True)

@@ -70,8 +70,9 @@ class Resource:
     """Something live on a connection that close/drain/fork must reach:
     pull contexts, fetches, core subscriptions. Subclasses override."""
 
-    def drain_for_shutdown(self) -> Optional[threading.Event]:
-        """Any thread: begin a graceful end; an event set once it is over."""
+    def drain_for_shutdown(self, timeout: float) -> Optional[threading.Event]:
+        """The thread that drains (never wait for it): begin a graceful end, over
+        within ``timeout`` seconds; an event set once it is (None: nothing to wait for)."""
         return None
 
     def connection_closing(self, error: BaseException) -> None:
@@ -244,14 +245,14 @@ class Connection:
             self._permission_denied(violation.kind, violation.subject, violation.queue, err)
         else:
             err = translate(exc)
-            _log.debug("connection error: %r", exc, extra=log_fields(server=self.last_url))
+            self._events.log_error(exc, err, self.last_url)
         await self._events.call_user("error_cb", err)
 
-    def report_error(self, exc: BaseException, log: bool = True) -> None:
-        """Any thread: pass an asynchronous problem (slow consumer, a failed
-        callback …) to error_cb; ``log=False`` when the caller logged it."""
+    def report_error(self, exc: BaseException, log: bool = True, **about: Any) -> None:
+        """Any thread: pass an asynchronous problem (slow consumer, a failed callback …) to error_cb;
+        logged with the fields (``subject=``, ``service=`` …) of what it is about unless ``log=False``."""
         if log:
-            _log.warning("%s", exc, extra=log_fields(server=self.last_url))
+            _log.warning("%s", exc, extra=log_fields(server=self.last_url, **about))
         if self._events.has_user_callback("error_cb"):
             try:
                 self.call_soon(self._report_now, exc)
@@ -354,11 +355,11 @@ class Connection:
     def unregister(self, resource: Resource) -> None:
         self._resources.discard(resource)
 
-    def drain_resources(self) -> List[threading.Event]:
-        """Begin a graceful end of every live context; events to wait on."""
-        with self._state_lock:
-            resources = list(self._resources)
-        events = [r.drain_for_shutdown() for r in resources]
+    def drain_resources(self, timeout: float) -> List[threading.Event]:
+        """Begin every live resource's graceful end (within ``timeout`` s); events to wait on."""
+        with self._state_lock:  # none once closing, nor on the loop thread (resources block for it)
+            resources = [] if self.closing or self.forked or self.loop_thread.in_loop_thread() else list(self._resources)
+        events = [r.drain_for_shutdown(timeout) for r in resources]
         return [e for e in events if e is not None]
 
     def publisher(self) -> AsyncPublisher:

@@ -13,16 +13,19 @@ import inspect
 import logging
 import queue
 import threading
+import time
 from typing import Any, Callable, Dict, List, Optional
 
 from .loop import gevent_patched
 from .logfields import log_fields
+from .nats_errors import slow_consumer
 
 __all__ = ["EVENTS", "Events", "CallbackThread", "log_event"]
 
 _log = logging.getLogger("jetstream_sync._connection")  # the logger name users configure, kept from before the move
 
 EVENTS = ("disconnected", "reconnected", "closed")
+SLOW_WARNING_EVERY = 1.0  # seconds between two warnings of one slow subscription that nats-py reports
 
 
 class Events:
@@ -35,6 +38,7 @@ class Events:
         self._listeners: Dict[str, List[Callable[[], None]]] = {e: [] for e in EVENTS}
         self._user: Dict[str, Callable[..., Any]] = {}  # set once, before the connect
         self._thread: Optional[CallbackThread] = None
+        self._slow_warned: Dict[int, float] = {}  # sid -> when its slow consumer was last warned of (loop thread)
 
     def set_user_callbacks(self, callbacks: Dict[str, Callable[..., Any]]) -> None:
         """Before the connect: the user's callbacks by option name (``error_cb`` ...)."""
@@ -81,6 +85,24 @@ class Events:
         if self._thread is None:
             self._thread = CallbackThread(f"{self._name}-callbacks")
         self._thread.submit(cb, args)
+
+    def log_error(self, exc: BaseException, err: BaseException, server: Optional[str]) -> None:
+        """Loop thread: log ``exc``, an error nats-py passed to its error
+        callback (``err``: as translated). A slow consumer is a warning with
+        the subscription's subject, once a second per subscription (nats-py
+        reports each message it drops; the rest at DEBUG); others are at
+        DEBUG (error_cb gets them)."""
+        slow = slow_consumer(exc)
+        if slow is None:
+            _log.debug("connection error: %r", exc, extra=log_fields(server=server))
+            return
+        now = time.monotonic()
+        last = self._slow_warned.get(slow.sid)
+        warn = last is None or now - last >= SLOW_WARNING_EVERY
+        if warn:
+            self._slow_warned[slow.sid] = now
+        _log.log(logging.WARNING if warn else logging.DEBUG, "%s", err,
+                 extra=log_fields(server=server, subject=slow.subject))  # fmt: skip
 
     def stop(self) -> None:
         """The callback thread ends once it has run what was submitted."""

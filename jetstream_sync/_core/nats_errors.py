@@ -9,7 +9,8 @@ the cause is kept. Three kinds:
 - :func:`api_request_error` and :func:`request_timed_out`: a JetStream API or
   direct-get request nobody answered, or not in time;
 - the connection's own reports: a ``-ERR Permissions Violation``
-  (:func:`permission_violation`) and why a connect failed
+  (:func:`permission_violation`), a slow consumer (:func:`slow_consumer`)
+  and why a connect failed
   (:func:`connect_error`, :func:`describe_connect_error`).
 
 The texts are part of the interface: tests and docs quote them.
@@ -35,6 +36,9 @@ __all__ = [
     "request_timed_out",
     "PermissionViolation",
     "permission_violation",
+    "SlowConsumer",
+    "slow_consumer",
+    "slow_consumer_error",
     "InsecureServer",
     "most_specific",
     "connect_error",
@@ -52,6 +56,8 @@ def translate(exc: BaseException) -> BaseException:
     from exc``."""
     if isinstance(exc, errors.JetStreamError):
         return exc
+    if isinstance(exc, _nerr.SlowConsumerError):
+        return slow_consumer_error(_subscription_subject(exc))
     if isinstance(exc, (_nerr.ConnectionClosedError, _nerr.ConnectionDrainingError)):
         return errors.ConnectionClosedError(str(exc) or "connection closed")
     if isinstance(exc, _nerr.NoRespondersError):
@@ -65,6 +71,30 @@ def translate(exc: BaseException) -> BaseException:
     if isinstance(exc, _nerr.Error):
         return errors.JetStreamError(str(exc) or exc.__class__.__name__)
     return exc
+
+
+def slow_consumer_error(subject: str) -> errors.SlowConsumerError:
+    """What a subscription on ``subject`` that drops messages reports to error_cb."""
+    return errors.SlowConsumerError(f"slow consumer on {subject!r}: pending limit reached, dropping messages")
+
+
+class SlowConsumer(NamedTuple):
+    sid: int
+    subject: str  # the subscription's
+
+
+def slow_consumer(exc: BaseException) -> Optional[SlowConsumer]:
+    """The subscription an error nats-py reported to error_cb says is slow
+    (one report per dropped message), or None if it is not such a report."""
+    if not isinstance(exc, _nerr.SlowConsumerError):
+        return None
+    return SlowConsumer(exc.sid, _subscription_subject(exc))
+
+
+def _subscription_subject(exc: _nerr.SlowConsumerError) -> str:
+    """The subject subscribed to (a wildcard one too), else the dropped message's."""
+    subject = getattr(exc.sub, "subject", None)
+    return subject if isinstance(subject, str) and subject else exc.subject
 
 
 # -- requests ---------------------------------------------------------------------------

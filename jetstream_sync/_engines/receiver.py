@@ -115,6 +115,8 @@ class Receiver(Resource):
         self.closed_event = threading.Event()  # the engine has finished (loop side)
         self._naks_handed: List[threading.Event] = []  # stop's NAKs given to the engine
         self.user_done = threading.Event()  # callers have seen the end: nothing left to hand out
+        self.settled = threading.Event()  # user_done, or stopped: nothing more goes to the callers
+        self.worker: Optional[threading.Thread] = None  # consume(): the thread that runs the handler
         self.engine: Any = None
         # Pace of the callers: EWMA of seconds between messages handed out
         # from a non-empty buffer (the engine caps its buffer by it).
@@ -140,6 +142,7 @@ class Receiver(Resource):
         receiver until both this and the engine's end have happened, so a
         close() in between still stops what is left to hand out."""
         self.user_done.set()
+        self.settled.set()
         if self.closed_event.is_set():
             self._conn.unregister(self)
 
@@ -389,6 +392,7 @@ class Receiver(Resource):
             leftover = self._halt(error)
         if leftover is None:
             return False
+        self.settled.set()
         self._halted(leftover)
         if self.closed_event.is_set():  # the engine ended before: nothing left to track
             self._conn.unregister(self)
@@ -496,9 +500,11 @@ class Receiver(Resource):
 
     # -- the connection closing (Resource) ----------------------------------------
 
-    def drain_for_shutdown(self) -> Optional[threading.Event]:
+    def drain_for_shutdown(self, timeout: float) -> Optional[threading.Event]:
         self.drain()
-        return self.user_done
+        if threading.current_thread() is self.worker:
+            return None  # asked by the handler: it cannot take the rest while it waits
+        return self.settled
 
     def connection_closing(self, error: BaseException) -> None:
         self.stop(error)

@@ -62,12 +62,13 @@ class WorkerPool(Generic[T]):
     def queued(self) -> int:
         return len(self._items)
 
-    def join(self, timeout: Optional[float]) -> bool:
+    def join(self, timeout: Optional[float], waiter: Optional[threading.Thread] = None) -> bool:
         """Wait up to ``timeout`` seconds (None: no limit) until the pool is
-        closed and every item has run; True when so. Called from one of the
+        closed and every item has run; True when so. When ``waiter`` (the
+        thread that waits for this; default: the calling one) is one of the
         pool's own threads (a handler stopping its service), its own item
         is not waited for."""
-        mine = 1 if threading.current_thread() in self._threads else 0
+        mine = 1 if (waiter or threading.current_thread()) in self._threads else 0
         with self._cond:
             done = self._cond.wait_for(lambda: self._closing and not self._items and self.running <= mine, timeout)
         return bool(done)

@@ -243,7 +243,8 @@ class Service(ServiceGroup):
             elif self._state == "running" and not self._slow:
                 self._slow = True
                 conn.report_error(errors.SlowConsumerError(
-                    f"service {self.name}: {PENDING_LIMIT} requests wait for a handler thread; dropping requests"))  # fmt: skip
+                    f"service {self.name}: {PENDING_LIMIT} requests wait for a handler thread; dropping requests"),
+                    subject=ep.subject, service=self.name)  # fmt: skip
 
         return receive
 
@@ -336,13 +337,16 @@ class Service(ServiceGroup):
         server already routed here still come), every request received is
         handled, then discovery ends. True when all of it was done in time;
         otherwise what is left is answered as by :meth:`stop`."""
-        t = options.duration("timeout", timeout)
+        return self._drain(options.duration("timeout", timeout), threading.current_thread())
+
+    def _drain(self, t: float, waiter: threading.Thread) -> bool:
+        """:meth:`drain` for ``waiter``: if it is a handler thread, its own request is not waited for."""
         if not self._begin_end("draining"):
-            return self.wait(t)
+            return self._wait(t, waiter)
         deadline = time.monotonic() + t
         self._remove_interest(drain=True, timeout=t, discovery=False)
         self._pool.close()
-        done = self._pool.join(max(deadline - time.monotonic(), 0.0))
+        done = self._pool.join(max(deadline - time.monotonic(), 0.0), waiter)
         if not done:
             _log.warning("service %s: drain timed out after %.1fs with %d requests left",
                          self.name, t, self._pool.queued, extra=log_fields(service=self.name))  # fmt: skip
@@ -354,11 +358,13 @@ class Service(ServiceGroup):
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Wait up to ``timeout`` seconds (None: no limit) until the service
         ended and its handlers returned; True when so."""
-        t = options.optional_timeout("timeout", timeout)
+        return self._wait(options.optional_timeout("timeout", timeout), threading.current_thread())
+
+    def _wait(self, t: Optional[float], waiter: threading.Thread) -> bool:
         deadline = None if t is None else time.monotonic() + t
         if not self._ended.wait(t):
             return False
-        return self._pool.join(None if deadline is None else max(deadline - time.monotonic(), 0.0))
+        return self._pool.join(None if deadline is None else max(deadline - time.monotonic(), 0.0), waiter)
 
     def _begin_end(self, state: str) -> bool:
         with self._lock:
@@ -371,7 +377,8 @@ class Service(ServiceGroup):
         with self._lock:
             self._state = "stopped"
         self._ended.set()
-        self._conn.unregister(self._resource)
+        if self._pool.join(0.0):  # else it stays known until collected: a client's drain waits for the handlers
+            self._conn.unregister(self._resource)
 
     def _remove_interest(self, drain: bool, timeout: float, discovery: bool = True, endpoints: bool = True) -> None:
         with self._lock:
@@ -408,13 +415,14 @@ class _OnConnection(Resource):
     def __init__(self, service: Service) -> None:
         self._service = service
 
-    def drain_for_shutdown(self) -> Optional[threading.Event]:
+    def drain_for_shutdown(self, timeout: float) -> Optional[threading.Event]:
         done = threading.Event()
         service = self._service
+        asked_by = threading.current_thread()  # one of its handlers, maybe: not waited for
 
         def run() -> None:
             try:
-                service.drain()
+                service._drain(timeout, asked_by)
             finally:
                 done.set()
 

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, List, Optional
 
 from .. import options
 from .._core.connection import live_connections
+from .._core.drain import drain_and_close
 from .._core.logfields import log_fields
 
 __all__ = ["install_signal_handlers", "catch_signals"]
@@ -34,11 +35,14 @@ def install_signal_handlers(
 ) -> None:
     """On each of ``signals`` (default SIGTERM), end every Client of this process gracefully.
 
-    Every ``messages()`` / ``consume()`` context is drained (no new pulls;
-    what was received is still handed out, so a loop over it ends by itself
-    and a ``consume()`` handler finishes its message), queued acks are sent,
-    and every Client is closed — all within ``timeout`` seconds; whatever is
-    left then is NAK'd by the close. ``on_shutdown(signum)`` runs first, on
+    Every Client is drained as by ``Client.drain()``: every ``messages()`` /
+    ``consume()`` context is drained (no new pulls; what was received is
+    still handed out, so a loop over it ends by itself and a ``consume()``
+    handler finishes its message), every service answers the requests it
+    received and every subscription callback handles what arrived; then
+    queued acks are sent and every Client is closed — all within ``timeout``
+    seconds; whatever is left then is NAK'd by the close (a service answers
+    its queued requests with 503). ``on_shutdown(signum)`` runs first, on
     the shutdown thread. Call it once, from the main thread, in the process
     that consumes (after forking workers).
 
@@ -90,15 +94,7 @@ def _shutdown(signum: int, timeout: float, exit: bool, on_shutdown: Optional[Cal
             on_shutdown(signum)
     except Exception:
         _log.exception("on_shutdown raised", extra=log_fields())
-    conns = live_connections()
-    events = [e for c in conns for e in c.drain_resources()]
-    for event in events:
-        event.wait(max(deadline - time.monotonic() - timeout * 0.2, 0.0))
-    for conn in conns:
-        try:
-            conn.close(timeout=max(deadline - time.monotonic(), 0.5))
-        except Exception:
-            _log.exception("closing a client after signal %d failed", signum, extra=log_fields())
+    drain_and_close(live_connections(), max(deadline - time.monotonic(), 0.0))
     if exit:
         os.kill(os.getpid(), signum)  # the default action now: end as the signal would
 

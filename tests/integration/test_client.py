@@ -7,6 +7,7 @@ while the shared client stays up."""
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import os
 import pathlib
 import queue as queue_mod
@@ -705,6 +706,70 @@ def test_close_and_drain_release_core_subscription_readers(server, how):
     assert iterator.error is None and iterator.result == "ended", f"iteration ended with {iterator.error!r}"
     assert reader.finished, f"a thread in next_msg(None) is still blocked 1s after {how}()"
     assert isinstance(reader.error, jss.ConnectionClosedError), f"next_msg ended with {reader.error!r}"
+
+
+# -- drain(): what was received is finished before the close ---------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_a_client_drain_lets_a_subscription_callback_answer_what_arrived(server):
+    sc = jss.connect(server.url, name="drained-callback")
+    handled = []
+
+    def answer(msg):
+        time.sleep(0.05)
+        msg.respond(b"done " + msg.data)
+        handled.append(msg.data)
+
+    sc.subscribe("drained.cb", cb=answer)
+    sc.flush()
+    received = sc.stats["in_msgs"]
+    with jss.connect(server.url) as requester:
+        pool = concurrent.futures.ThreadPoolExecutor(5)
+        futures = [pool.submit(requester.request, "drained.cb", b"%d" % i, timeout=5.0) for i in range(5)]
+        pool.shutdown(wait=False)
+        wait_until(lambda: sc.stats["in_msgs"] == received + 5)  # one in the callback, four waiting
+        sc.drain(timeout=10)
+        assert len(handled) == 5, f"drain() returned with {len(handled)} of 5 messages handled"
+        assert sorted(f.result(timeout=5).data for f in futures) == [b"done %d" % i for i in range(5)]
+    assert sc.is_closed
+
+
+@pytest.mark.timeout(60)
+def test_a_client_drain_lets_consume_and_messages_finish_what_they_received(server, js, stream, subj):
+    publish(js, subj, 20)
+    for durable in ("handled", "iterated"):
+        stream.create_consumer(durable_name=durable, ack_policy="explicit")
+    sc = jss.connect(server.url, name="drained-contexts")
+    sjs = sc.jetstream()
+    handled, iterated, iteration_end = [], [], []
+
+    def handler(msg):
+        time.sleep(0.01)
+        msg.ack()
+        handled.append(msg.metadata.sequence.stream)
+
+    def iterate(ctx):
+        try:
+            for msg in ctx:
+                time.sleep(0.01)
+                msg.ack()
+                iterated.append(msg.metadata.sequence.stream)
+            iteration_end.append("ended")
+        except Exception as exc:
+            iteration_end.append(exc)
+
+    sjs.consumer(stream.name, "handled").consume(handler, max_messages=20)
+    reader = threading.Thread(target=iterate, args=(sjs.consumer(stream.name, "iterated").messages(max_messages=20),))
+    reader.start()
+    for durable in ("handled", "iterated"):  # everything is in the client: buffered or in hand
+        wait_until(lambda: js.consumer_info(stream.name, durable).delivered.stream_seq == 20)
+    sc.drain(timeout=10)
+    reader.join(5)
+    assert handled == list(range(1, 21)) and iterated == list(range(1, 21)) and iteration_end == ["ended"]
+    for durable in ("handled", "iterated"):  # every ack was sent before the close
+        info = wait_until(lambda: (i := js.consumer_info(stream.name, durable)).ack_floor.stream_seq == 20 and i)
+        assert info.num_ack_pending == 0 and info.num_redelivered == 0
 
 
 @pytest.mark.timeout(60)

@@ -3,6 +3,7 @@ exceptions with their traceback, module loggers under ``jetstream_sync``."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 
@@ -10,7 +11,7 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import publish
+from ..helpers import publish, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -118,3 +119,44 @@ def test_retry_on_failed_connect_logs_the_connect_when_it_comes(caplog):
     lines = [r.getMessage() for r in _ours(caplog)]
     connected = [line for line in lines if line in (f"connected to {srv.url}", f"reconnected to {srv.url}")]
     assert connected and f"connection to {srv.url} closed" in lines, lines
+
+
+def _slow_consumer_records(caplog, subject):
+    return [r for r in _ours(caplog) if r.levelno == logging.WARNING and f"slow consumer on {subject!r}" in r.getMessage()]
+
+
+def test_a_slow_consumer_warning_names_the_subscription_subject(server, caplog):
+    caplog.set_level(logging.INFO, logger="jetstream_sync")
+    reported = []
+    with jss.connect(server.url, error_cb=reported.append) as nc:
+        sub = nc.subscribe("x.slow", pending_msgs_limit=5)
+        for _ in range(50):
+            nc.publish("x.slow", b"x")
+        nc.flush()
+        wait_until(lambda: sub.pending() + sub.dropped == 50)
+        records = wait_until(lambda: _slow_consumer_records(caplog, "x.slow"))
+        wait_until(lambda: reported)
+    assert len(records) == 1  # one per episode
+    assert records[0].nats_subject == "x.slow" and records[0].nats_server == server.url
+    assert isinstance(reported[0], jss.SlowConsumerError) and "x.slow" in str(reported[0])
+
+
+def test_a_slow_consumer_nats_py_reports_is_a_warning_naming_its_subject(server, caplog):
+    """A nats-py subscription (made through run_async) reports each message
+    it drops to the error callback: logged as a warning with its subject, once."""
+    caplog.set_level(logging.INFO, logger="jetstream_sync")
+    reported = []
+
+    async def stuck(msg):
+        await asyncio.sleep(30)  # cancelled by the close
+
+    with jss.connect(server.url, error_cb=reported.append) as nc:
+        nc.run_async(lambda c: c.subscribe("y.*", cb=stuck, pending_msgs_limit=5), timeout=5)
+        for _ in range(50):
+            nc.publish("y.slow", b"y")
+        nc.flush()
+        wait_until(lambda: len(reported) >= 40)  # one report per message dropped
+        records = wait_until(lambda: _slow_consumer_records(caplog, "y.*"))
+    assert len(records) == 1, [r.getMessage() for r in records]  # not one per dropped message
+    assert records[0].nats_subject == "y.*" and records[0].nats_server == server.url
+    assert all(isinstance(e, jss.SlowConsumerError) and "'y.*'" in str(e) for e in reported), reported[:3]

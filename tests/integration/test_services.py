@@ -12,6 +12,7 @@ import itertools
 import json
 import logging
 import threading
+import time
 
 import pytest
 
@@ -309,6 +310,151 @@ def test_closing_the_client_ends_its_services(server, name):
     svc.add_endpoint("e", echo, subject=f"{name}.e")
     c.close()
     assert svc.stopped and svc.wait(5)
+
+
+# -- the client's drain ------------------------------------------------------------------
+
+
+def _requests(requester, subject, count, timeout=5.0):
+    """``count`` requests to ``subject`` in flight at once, from threads: their futures."""
+    pool = concurrent.futures.ThreadPoolExecutor(count)
+    futures = [pool.submit(requester.request, subject, b"%d" % i, timeout=timeout) for i in range(count)]
+    pool.shutdown(wait=False)
+    return futures
+
+
+def test_a_client_drain_lets_its_services_answer_every_request_received(server, name):
+    answered = []
+
+    def slow(req):
+        time.sleep(0.2)
+        req.respond(b"done " + req.data)
+        answered.append(req.data)
+
+    sc = jss.connect(server.url)
+    svc = sc.add_service(name, "1.0.0", workers=2)
+    svc.add_endpoint("slow", slow, subject=f"{name}.slow")
+    received = sc.stats["in_msgs"]
+    with jss.connect(server.url) as requester:
+        futures = _requests(requester, f"{name}.slow", 6)
+        wait_until(lambda: sc.stats["in_msgs"] == received + 6)  # two running, four queued
+        start = time.monotonic()
+        sc.drain(timeout=10)
+        took = time.monotonic() - start
+        assert len(answered) == 6, f"drain returned after {took:.3f}s with {len(answered)} of 6 requests answered"
+        assert took < 10
+        assert sorted(f.result(timeout=5).data for f in futures) == [b"done %d" % i for i in range(6)]
+    assert sc.is_closed and svc.stopped and svc.wait(1.0)
+
+
+def test_a_client_drain_from_a_handler_waits_for_the_others_not_for_itself(server, name):
+    sc = jss.connect(server.url)
+    svc = sc.add_service(name, "1.0.0", workers=2)
+    slow_running = threading.Event()
+    drained_in = []
+
+    def slow(req):
+        slow_running.set()
+        time.sleep(0.3)
+        req.respond(b"slow done")
+
+    def last(req):
+        req.respond(b"bye")
+        start = time.monotonic()
+        sc.drain(timeout=5)
+        drained_in.append(time.monotonic() - start)
+
+    svc.add_endpoint("slow", slow, subject=f"{name}.slow")
+    svc.add_endpoint("last", last, subject=f"{name}.last")
+    with jss.connect(server.url) as requester:
+        [slow_reply] = _requests(requester, f"{name}.slow", 1)
+        assert slow_running.wait(5)
+        assert requester.request(f"{name}.last", b"", timeout=5).data == b"bye"
+        assert slow_reply.result(timeout=5).data == b"slow done"
+    wait_until(lambda: drained_in, timeout=5)
+    assert drained_in[0] < 2.0, f"drain() from a handler took {drained_in[0]:.1f}s: it waited for itself"
+    assert sc.is_closed and svc.stopped
+
+
+def _held(server, name, answer=b"done"):
+    """A client with a one-worker service whose handler on ``<name>.held`` sets
+    ``running``, waits for ``release``, then answers ``answer`` (None: never)."""
+    release, running = threading.Event(), threading.Event()
+
+    def held(req):
+        running.set()
+        release.wait(10)
+        if answer is not None:
+            req.respond(answer)
+
+    sc = jss.connect(server.url)
+    svc = sc.add_service(name, "1.0.0", workers=1)
+    svc.add_endpoint("held", held, subject=f"{name}.held")
+    return sc, svc, release, running
+
+
+def test_a_client_drain_shorter_than_the_handlers_answers_the_queued_requests_with_503(server, name):
+    sc, svc, release, running = _held(server, name, answer=None)
+    try:
+        with jss.connect(server.url) as requester:
+            [in_hand] = _requests(requester, f"{name}.held", 1, timeout=1.0)
+            assert running.wait(5)
+            received = sc.stats["in_msgs"]
+            queued = _requests(requester, f"{name}.held", 2)
+            wait_until(lambda: sc.stats["in_msgs"] == received + 2)
+            start = time.monotonic()
+            sc.drain(timeout=0.5)
+            took = time.monotonic() - start
+            assert took < 1.5, f"drain(timeout=0.5) took {took:.2f}s"
+            stopped = {"Nats-Service-Error": "service stopped", "Nats-Service-Error-Code": "503"}
+            assert [f.result(timeout=5).headers for f in queued] == [stopped, stopped]
+            with pytest.raises(jss.TimeoutError):  # the handler in hand outlived the connection
+                in_hand.result(timeout=5)
+    finally:
+        release.set()
+    assert sc.is_closed and svc.stopped
+
+
+def test_a_client_drain_waits_for_the_handlers_of_a_stopped_service(server, name):
+    sc, svc, release, running = _held(server, name)
+    with jss.connect(server.url) as requester, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        [reply] = _requests(requester, f"{name}.held", 1)
+        assert running.wait(5)
+        svc.stop()  # the handler in hand goes on
+        drained = pool.submit(sc.drain, 10)
+        release.set()
+        assert reply.result(timeout=5).data == b"done"
+        drained.result(timeout=10)
+    assert sc.is_closed
+
+
+def test_handlers_may_request_and_publish_while_the_client_drains(server, js, stream, subj, name):
+    release = threading.Event()
+    running = threading.Event()
+    sc = jss.connect(server.url)
+    sjs = sc.jetstream()
+
+    def calls_back(req):
+        running.set()
+        release.wait(10)
+        echoed = sc.request(f"{name}.echo", b"ping", timeout=5).data
+        ack = sjs.publish(subj, b"from the handler")
+        req.respond(echoed + b" %d" % ack.seq)
+
+    svc = sc.add_service(name, "1.0.0", workers=1)
+    svc.add_endpoint("calls", calls_back, subject=f"{name}.calls")
+    with jss.connect(server.url) as requester, concurrent.futures.ThreadPoolExecutor(1) as pool:
+        requester.subscribe(f"{name}.echo", cb=lambda msg: msg.respond(msg.data))
+        requester.flush()
+        [reply] = _requests(requester, f"{name}.calls", 1)
+        assert running.wait(5)
+        drained = pool.submit(sc.drain, 10)
+        wait_until(lambda: svc.stopped)  # the drain has begun
+        release.set()
+        assert reply.result(timeout=5).data == b"ping 1"
+        drained.result(timeout=10)
+    assert js.get_msg(stream.name, seq=1).data == b"from the handler"
+    assert sc.is_closed
 
 
 def test_with_drains_the_service_at_the_end(nc, name):

@@ -31,6 +31,18 @@ def test_translate_leaves_ours_and_foreign_errors_alone():
     assert nats_errors.translate(ours) is ours and nats_errors.translate(foreign) is foreign
 
 
+def test_a_slow_consumer_nats_py_reports_names_the_subscription_subject():
+    class Sub:  # what nats-py's report holds of the subscription
+        subject = "orders.*"
+
+    report = nerr.SlowConsumerError(subject="orders.new", reply="", sid=7, sub=Sub())
+    err = nats_errors.translate(report)
+    assert type(err) is jss.SlowConsumerError
+    assert str(err) == "slow consumer on 'orders.*': pending limit reached, dropping messages"
+    assert nats_errors.slow_consumer(report) == (7, "orders.*")
+    assert nats_errors.slow_consumer(nerr.Error("nats: other")) is None
+
+
 def test_a_jetstream_api_request_nobody_answered_says_jetstream_is_not_enabled():
     err = nats_errors.api_request_error(nerr.NoRespondersError(), "$JS.API.INFO", "$JS.API", 5.0)
     assert isinstance(err, jss.JetStreamNotEnabledError)
