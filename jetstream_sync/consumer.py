@@ -7,7 +7,7 @@ import datetime
 import functools
 from typing import Any, Callable, Dict, Optional, Union
 
-from . import errors, options
+from . import options
 from ._core.jsapi import JsApi
 from ._engines.engine import PinId
 from ._engines.pull import FetchEngine, PullTarget
@@ -161,7 +161,7 @@ class Consumer(BaseConsumer):
         try:
             return next(it)
         except StopIteration:
-            raise errors.TimeoutError(f"no message from {self.stream_name}/{self.name} within {timeout}s") from None
+            raise self._conn.timed_out(f"no message from {self.stream_name}/{self.name} within {timeout}s") from None
         finally:
             it.close()
 

@@ -139,9 +139,17 @@ class MessagesContext(_Context):
         """True once the engine has ended (stopped, drained, or failed)."""
         return self._receiver.closed_event.is_set()
 
+    def prefetch(self) -> None:
+        """Pull now instead of at the first read (``next()``/iteration): the
+        buffer fills while the caller does something else. Never waits."""
+        self._receiver.prefetch()
+
     def wait_closed(self, timeout: Optional[float] = None) -> bool:
         """Block until :attr:`closed`; False on timeout."""
-        return self._receiver.closed_event.wait(options.optional_timeout("timeout", timeout))
+        t = options.optional_timeout("timeout", timeout)
+        closed = self._receiver.closed_event
+        self._receiver.check_wait("the context to close", ready=closed.is_set())
+        return closed.wait(t)
 
     def __enter__(self) -> "MessagesContext":
         return self
@@ -245,6 +253,7 @@ class ConsumeContext(_Context):
         server has processed the handlers' acks; False on timeout. From the
         handler's own thread it does not block."""
         t = options.optional_timeout("timeout", timeout)
+        self._receiver.check_wait("the handler to return", ready=self._done.is_set())
         if threading.current_thread() is self._thread:
             return self._done.is_set()
         deadline = None if t is None else time.monotonic() + t

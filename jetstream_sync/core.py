@@ -64,6 +64,13 @@ class CoreClient:
         return self._conn.is_reconnecting
 
     @property
+    def is_draining(self) -> bool:
+        """True from the start of :meth:`drain` until the client closed; new
+        subscriptions (contexts, fetches, watches, endpoints) are refused with
+        ConnectionDrainingError meanwhile."""
+        return self._conn.is_draining
+
+    @property
     def connected_url(self) -> Optional[str]:
         """The server URL connected to, without any password."""
         return self._conn.connected_url
@@ -451,9 +458,11 @@ class Subscription(Resource):
 
     def _take(self, t: Optional[float]) -> Msg:
         with self._cond:
+            if t != 0 and not self._items and self._ended is None:
+                self._conn.check_wait("a message")  # the loop thread is the one that delivers it
             if not self._cond.wait_for(lambda: self._items or self._ended is not None, t):
                 assert t is not None  # only a bounded wait times out
-                raise errors.TimeoutError("no message within %.3fs" % t)
+                raise self._conn.timed_out("no message within %.3fs" % t)
             if self._items:
                 msg = self._items.popleft()
                 self._bytes -= len(msg.data)
@@ -484,7 +493,10 @@ class Subscription(Resource):
 
     def unsubscribe(self) -> None:
         """Remove interest; messages already received stay readable (with a
-        callback: it stops after the message in hand)."""
+        callback: it stops after the message in hand). Idempotent, never
+        waits on the loop thread; in a forked child it touches nothing."""
+        if self._conn.inherited:
+            return
         self._remove_interest(drain=False, timeout=5.0)
         self._end(errors.ConnectionClosedError("unsubscribed"), discard=True)
 
@@ -493,9 +505,12 @@ class Subscription(Resource):
         callback handles all of it, and this waits (up to ``timeout``) until
         it did. True when everything was handled in time."""
         t = options.duration("timeout", timeout)
+        if self._conn.inherited:
+            return True  # a forked child: the parent's subscription is the parent's
+        thread = self._cb_thread
+        self._conn.check_wait("the subscription's callback", ready=thread is None or not thread.is_alive())
         self._remove_interest(drain=True, timeout=t)
         self._end(errors.ConnectionClosedError("drained"))
-        thread = self._cb_thread
         if thread is None or thread is threading.current_thread():
             return True
         thread.join(t)
@@ -509,7 +524,9 @@ class Subscription(Resource):
 
     def _unsubscribe(self, drain: bool, timeout: float) -> None:
         conn = self._conn
-        if self._sid is not None and not conn.closing:
+        if self._sid is not None and not conn.closing and conn.loop_thread.in_loop_thread():
+            conn.spawn(conn.unsubscribe(self._sid, drain=drain, timeout=timeout))  # an asyncio callback: never wait
+        elif self._sid is not None and not conn.closing:
             try:
                 conn.run(conn.unsubscribe(self._sid, drain=drain, timeout=timeout), timeout + 1.0)
             except errors.ConnectionClosedError:

@@ -26,6 +26,7 @@ builtins keeps working. Errors translated from nats-py keep it as ``__cause__``.
     ├── ConsumerAlreadyConsumingError
     ├── ConsumerPullBasedError
     ├── ConnectionClosedError
+    │   └── ConnectionDrainingError: a new subscription while the client drains
     ├── NoServersError (also ConnectionError)
     │   └── AuthorizationError
     ├── PermissionDeniedError (also PermissionError)
@@ -100,6 +101,7 @@ __all__ = [
     "ConsumerPullBasedError",
     "PullStatusError",
     "ConnectionClosedError",
+    "ConnectionDrainingError",
     "NoServersError",
     "InvalidOptionError",
     "MsgAlreadyAckedError",
@@ -316,6 +318,12 @@ class ConsumerPullBasedError(JetStreamError):
 
 class ConnectionClosedError(JetStreamError):
     """The connection is closed (by close(), drain() or after giving up reconnecting)."""
+
+
+class ConnectionDrainingError(ConnectionClosedError):
+    """The client is draining: what it received is still handled and calls
+    still work, but nothing new may subscribe (a context, a fetch, a watch,
+    an endpoint); the client closes when the drain is done."""
 
 
 class NoServersError(JetStreamError, ConnectionError):

@@ -84,6 +84,7 @@ class OrderedConsumer:
         options.ordered_start(base)
         self._js = api
         self._conn = api.connection
+        self._conn.check()  # made without I/O: a closed or inherited client says so now, not at the first read
         self.stream_name = stream
         self._state = OrderedState(api, stream, base, prefix, max_reset_attempts or 0)
 
@@ -115,7 +116,11 @@ class OrderedConsumer:
         """Delete the server consumer now instead of after
         ``inactive_threshold`` (fetch()/next() keep it between calls). The
         ordered consumer stays usable: the next read creates a new one after
-        the last message handed out. Raises OrderedConsumerError while a read is open."""
+        the last message handed out. Raises OrderedConsumerError while a read
+        is open. Does nothing once the client is closed (the server removes
+        the consumer after ``inactive_threshold``) or in a forked child."""
+        if self._conn.closing or self._conn.inherited:
+            return
         state = self._state
         with state.lock:
             active = state.active
@@ -191,7 +196,7 @@ class OrderedConsumer:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise errors.TimeoutError(f"no message from ordered consumer on {self.stream_name} within {timeout}s")
+                raise self._conn.timed_out(f"no message from ordered consumer on {self.stream_name} within {timeout}s")
             try:
                 result = self._fetch_one(left)
             except _GIVE_UP:

@@ -27,7 +27,8 @@ class Replies:
     :meth:`Client.request_many <jetstream_sync.Client.request_many>`.
 
     Iteration ends (no exception) at the first of: ``max_messages`` replies
-    handed out; ``max_wait`` seconds since the request was sent; ``stall``
+    handed out; ``max_wait`` seconds since the request was sent (replies
+    received by then are still handed out, however late they are read); ``stall``
     seconds without a reply after the first one; a sentinel reply (not handed
     out). It raises :class:`NoRespondersError` when nobody listens on the
     subject and :class:`ConnectionClosedError` when the client closes under it.
@@ -68,11 +69,8 @@ class Replies:
         wait = self._deadline - time.monotonic()
         if self._received and opts.stall is not None:
             wait = min(wait, opts.stall)  # the stall gap counts from the last reply
-        if wait <= 0:
-            self.close()
-            raise StopIteration
         try:
-            msg = self._inbox.next_msg(timeout=wait)
+            msg = self._inbox.next_msg(timeout=max(wait, 0.0))  # past the end: only what is here already
         except errors.TimeoutError:
             self.close()
             raise StopIteration from None

@@ -79,8 +79,9 @@ class _Subscription:
             raise errors.SubscriptionClosedError(f"the subscription on {self.subject!r} is unsubscribed")
 
     def _delete_if_created(self) -> None:
-        if not self._created:
-            return
+        conn = self._js.connection
+        if not self._created or conn.closing or conn.inherited:
+            return  # a closed client deletes nothing; a forked child touches nothing of the parent's
         try:
             self._js.delete_consumer(self.stream, self.consumer)
         except errors.NotFoundError:
@@ -128,7 +129,7 @@ class PullSubscription(_Subscription):
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise errors.TimeoutError(f"no message on {self.subject or self.stream!r} within {t}s")
+                raise self._js.connection.timed_out(f"no message on {self.subject or self.stream!r} within {t}s")
             try:
                 return self._wait_first(batch, left, heartbeat)
             except (errors.PullStatusError, errors.NoHeartbeatError) as exc:
@@ -153,7 +154,7 @@ class PullSubscription(_Subscription):
         finally:
             result.close()  # what arrives after we returned goes back (NAK'd)
         if not msgs:
-            raise errors.TimeoutError(f"no message on {self.subject or self.stream!r} within {expires:.3f}s")
+            raise self._js.connection.timed_out(f"no message on {self.subject or self.stream!r} within {expires:.3f}s")
         return msgs
 
     def unsubscribe(self) -> None:
@@ -255,6 +256,8 @@ class PushSubscription(_Subscription):
         not come. From the callback it returns False at once: the rest is
         called back after it returns, and the end is seen to in the background."""
         t = options.timeout_or_default("timeout", timeout, self._js.timeout)
+        if self._js.connection.inherited:
+            return True  # a forked child: the parent's subscription is the parent's to end
         if not self._close():
             return True
         self._drained = True

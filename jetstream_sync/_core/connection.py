@@ -13,6 +13,9 @@ calls its methods; it imports nothing above it.
 Threads: methods marked "loop thread" run only on the loop thread; the
 others may be called from any thread. Shared state touched from both sides
 says how it is safe where it is declared.
+
+Long: the one owner of a connection's parts and of its states (connecting,
+reconnecting, draining, closing, forked); they read best side by side.
 """
 
 from __future__ import annotations
@@ -103,6 +106,7 @@ class Connection:
         self._state_lock = threading.Lock()
         self.closing = False
         self.closed = False
+        self.draining = False  # a drain began: nothing new subscribes (set under _state_lock)
         self._closed_event = threading.Event()
         self._events = Events(self.loop_thread.name)
         self._permissions = PermissionWatchers()  # loop thread only
@@ -125,6 +129,11 @@ class Connection:
     def forked(self) -> bool:
         return self._generation != _fork.generation
 
+    @property
+    def inherited(self) -> bool:
+        """True in a forked child: this connection is the parent's."""
+        return self._generation != _fork.generation or self.in_child
+
     def check_fork(self) -> None:
         """Raise ForkedProcessError in a child process. Hot paths test
         ``in_child`` inline and call this only to raise."""
@@ -133,6 +142,20 @@ class Connection:
                 "this object was created before os.fork() and cannot be used in the child process; "
                 "create a new Client in the child"
             )
+
+    def check_new(self) -> None:
+        """Raise unless something new may subscribe now: not while draining."""
+        self.check()
+        if self.draining:
+            raise errors.ConnectionDrainingError("the client is draining: nothing new may subscribe")
+
+    def check_wait(self, what: str, ready: bool = False) -> None:
+        """Raise before a wait for ``what`` that could not end: in a forked
+        child (ForkedProcessError), or on the loop thread unless ``ready``
+        (nothing to wait for: DeadlockError)."""
+        self.check_fork()
+        if not ready:
+            self.loop_thread.refuse_wait(what)
 
     def check(self) -> None:
         """Raise unless this connection may be used from this process now."""
@@ -153,6 +176,27 @@ class Connection:
     def is_closed(self) -> bool:
         nc = self.nc
         return self.closed or nc is None or nc.is_closed
+
+    @property
+    def is_draining(self) -> bool:
+        return self.draining and not self.closed
+
+    def begin_drain(self) -> None:
+        """Any thread: from now on nothing new subscribes (ConnectionDrainingError)."""
+        with self._state_lock:
+            if not self.closing:
+                self.draining = True
+
+    def timeout_note(self) -> str:
+        """What a TimeoutError adds while the client is away from the server ("" when connected)."""
+        nc = self.nc
+        if nc is None or self.closing or nc.is_connected:
+            return ""
+        return " (the client is not connected: reconnecting)" if nc.is_reconnecting else " (the client is not connected)"
+
+    def timed_out(self, text: str) -> errors.TimeoutError:
+        """A TimeoutError saying ``text``, and that the client is reconnecting if it is."""
+        return errors.TimeoutError(text + self.timeout_note())
 
     @property
     def is_reconnecting(self) -> bool:
@@ -321,10 +365,18 @@ class Connection:
             coro = after_queued(self, coro)
         try:
             return self.loop_thread.run(coro, timeout)
+        except errors.TimeoutError as exc:
+            note = self.timeout_note()
+            if note and note not in str(exc):
+                exc.args = (str(exc) + note,)
+            raise
         except errors.JetStreamError:
             raise
         except NATS_ERRORS as exc:
-            raise translate(exc) from exc
+            err = translate(exc)
+            if isinstance(err, errors.TimeoutError):
+                err.args = (str(err) + self.timeout_note(),)
+            raise err from exc
         finally:
             if inner is not coro and inspect.getcoroutinestate(inner) == inspect.CORO_CREATED:
                 inner.close()  # the wrapper never ran it
@@ -347,9 +399,10 @@ class Connection:
         self.loop_thread.call_soon(fn, *args)
 
     def register(self, resource: Resource) -> None:
-        """Track a live resource; raises ConnectionClosedError once closing began."""
+        """Track a live resource; raises ConnectionClosedError once closing
+        began, ConnectionDrainingError once a drain began."""
         with self._state_lock:
-            self.check()
+            self.check_new()
             self._resources.add(resource)
 
     def unregister(self, resource: Resource) -> None:
@@ -517,8 +570,17 @@ class Connection:
             _log.debug("flush: %r", exc, extra=log_fields(server=self.last_url))
 
     async def aflush(self, timeout: float) -> None:
+        """Loop thread: send what is queued and wait for the server's PONG.
+        While reconnecting nats-py's flush returns at once without one: wait
+        for the reconnect first, within ``timeout``."""
         await self.send_batched()
-        await self.nats_client().flush(timeout=timeout)  # type: ignore[arg-type]  # nats-py says int; any number works
+        nc = self.nats_client()
+        deadline = time.monotonic() + timeout
+        while not nc.is_connected and not nc.is_closed:
+            if time.monotonic() >= deadline:
+                raise errors.TimeoutError(f"flush: no PONG within {timeout}s")
+            await asyncio.sleep(0.01)
+        await nc.flush(timeout=max(deadline - time.monotonic(), 0.001))  # type: ignore[arg-type]  # nats-py says int
 
     # -- shutdown ------------------------------------------------------------------
 

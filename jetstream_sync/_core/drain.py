@@ -31,6 +31,8 @@ def drain_and_close(conns: Sequence[Connection], timeout: float) -> None:
     from one of its own handler threads does not wait for that thread."""
     deadline = time.monotonic() + timeout
     reserve = timeout * CLOSE_SHARE
+    for conn in conns:
+        conn.begin_drain()
     events = [e for conn in conns for e in conn.drain_resources(timeout - reserve)]
     for event in events:
         event.wait(max(deadline - reserve / 2 - time.monotonic(), 0.0))

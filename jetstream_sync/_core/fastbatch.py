@@ -248,6 +248,9 @@ class FastBatch:
         ``ack_timeout`` for lost acks; FastBatchError after ``ack_timeout``."""
         timeout = self._opts.ack_timeout
         deadline = time.monotonic() + timeout
+        with self._cond:
+            done = ready() or self._final is not None or self._conn_closed
+        self._conn.check_wait(what, ready=done)  # only the loop thread records acks
         self._conn.outbox.kick()
         while True:
             with self._cond:
@@ -262,8 +265,8 @@ class FastBatch:
                 raise self._closed_error() from errors.ConnectionClosedError("the connection closed")
             self._finish()
             raise errors.FastBatchError(
-                f"fast batch {self.batch_id}: no answer from the server within {timeout}s waiting for {what}; "
-                f"{self._unconfirmed()}",
+                f"fast batch {self.batch_id}: no answer from the server within {timeout}s waiting for {what}"
+                f"{self._conn.timeout_note()}; {self._unconfirmed()}",
                 self.batch_id, self._ack_seq, sent=self.size,
             )  # fmt: skip
         if self._final is not None and what != "the batch's PubAck":
@@ -310,8 +313,12 @@ class FastBatch:
         if cause.err_code == errors.ErrorCode.BATCH_PUBLISH_DISABLED:
             cause = cause.with_hint("the stream needs allow_batched=True")
         failed = refused[0] if refused is not None else None
-        if cause.err_code == _BATCH_UNKNOWN:  # the server restarted or dropped the batch: it cannot say
-            what = f"the server no longer knows the batch (it restarted or dropped it); {self._unconfirmed()}"
+        if cause.err_code == _BATCH_UNKNOWN or cause.code == 503:  # restarted, dropped, moving: it cannot say
+            if cause.code == 503:
+                what = f"no stream answered message {failed} (the server is restarting or the stream's leader moved)"
+            else:
+                what = "the server no longer knows the batch (it restarted or dropped it)"
+            what += f"; {self._unconfirmed()}"
             raise errors.FastBatchError(
                 f"fast batch {self.batch_id} failed: {what}", self.batch_id, self._ack_seq, sent=self.size
             ) from cause

@@ -180,7 +180,7 @@ class JsPublisher:
         try:
             resp = self._conn.run(self._apublish_batch(prepared, t), t + 1.0)
         except errors.TimeoutError as exc:
-            raise errors.TimeoutError(
+            raise self._conn.timed_out(
                 f"atomic batch {batch_id} of {len(prepared)} messages: no answer to its commit within {t}s"
             ) from exc
         return PubAck.from_response(resp)
@@ -317,6 +317,7 @@ class JsPublisher:
         """Block until every publish_async of this Client is resolved; False on timeout."""
         t = options.optional_timeout("timeout", timeout)
         conn = self._conn
+        conn.check_wait("publish acknowledgements", ready=not conn.has_publisher or not conn.publisher().pending)
         if not conn.has_publisher:
             return True
         return conn.publisher().wait_complete(t)

@@ -92,6 +92,15 @@ class LoopThread:
         if self._stopped:
             raise errors.ConnectionClosedError("the client is closed")
 
+    def refuse_wait(self, what: str) -> None:
+        """Raise DeadlockError on the loop thread: a wait there for ``what``,
+        which the loop itself delivers, would never end."""
+        if self.in_loop_thread():
+            raise errors.DeadlockError(
+                f"waiting for {what} on the client's event-loop thread (for example inside an asyncio "
+                "callback) would deadlock"
+            )
+
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         """The running loop, started on first use."""

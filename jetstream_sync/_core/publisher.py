@@ -357,7 +357,7 @@ class AsyncPublisher(Batcher):
         try:
             return future.result(timeout + 1.0)  # the sweeper fails it at its deadline first
         except concurrent.futures.TimeoutError:
-            raise errors.TimeoutError(f"no {self._awaited} for {subject!r} within {timeout}s") from None
+            raise self.conn.timed_out(f"no {self._awaited} for {subject!r} within {timeout}s") from None
 
     def _publish_direct(
         self, subject: str, data: bytes, headers: Optional[Dict[str, str]], hdr: bytes, timeout: float
@@ -548,7 +548,7 @@ class AsyncPublisher(Batcher):
         expired = [t for t, e in list(self._inflight.items()) if e._deadline <= now]
         for token in expired:
             entry = self._inflight.pop(token)
-            self._fail(entry, errors.TimeoutError(f"no {self._awaited} for {entry._subject!r}"))
+            self._fail(entry, self.conn.timed_out(f"no {self._awaited} for {entry._subject!r}"))
         if self._inflight:
             self._sweep_handle = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL, self._sweep)
 

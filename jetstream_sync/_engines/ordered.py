@@ -36,6 +36,11 @@ from .._core.logfields import log_fields
 
 _log = logging.getLogger("jetstream_sync._ordered")  # the logger name users configure, kept from before the move
 
+# A last-per-subject consumer whose next messages were removed (a history
+# limit, a purge) after it was made may keep messages pending and a pull
+# waiting and deliver nothing more (nats-server 2.15): checked after this
+# long without a message, then made again.
+STALL_CHECK = 1.0
 RESET_BACKOFF_START = 1.0
 RESET_BACKOFF_MAX = 10.0
 _DELETE_TIMEOUT = 10.0
@@ -75,6 +80,12 @@ class OrderedState:
         self.lock = threading.Lock()  # user side: mode and active read
         self.mode: Optional[str] = None  # "fetch" or "consume", fixed by the first read
         self.active: Optional[Receiver] = None
+
+    @property
+    def by_last_per_subject(self) -> bool:
+        """The current server consumer delivers by the last-per-subject policy."""
+        info = self.info
+        return info is not None and info.config.deliver_policy == DeliverPolicy.LAST_PER_SUBJECT
 
     @property
     def cursor(self) -> int:
@@ -217,10 +228,13 @@ class OrderedPullEngine(PullEngine):
         self._state = state
         self._resetting = False
         self._wake: Optional[asyncio.Event] = None
+        self._quiet_since = time.monotonic()  # since the last message, new consumer or stall check
+        self._checking_stall = False
 
     def on_msgs(self, msgs: List[Msg]) -> None:
         if self._resetting:
             return
+        self._quiet_since = time.monotonic()
         kept, gap = self._state.in_order(msgs)
         if kept:
             super().on_msgs(kept)
@@ -268,7 +282,28 @@ class OrderedPullEngine(PullEngine):
     def _tick(self) -> None:
         if self._resetting:
             self._watch.traffic()  # no heartbeat alarms while the consumer is replaced
+        elif (
+            self._state.by_last_per_subject and not self._checking_stall
+            and self._pending_msgs and time.monotonic() - self._quiet_since >= STALL_CHECK
+        ):  # fmt: skip
+            self._checking_stall = True
+            self._loop.create_task(self._check_stall())
         super()._tick()
+
+    async def _check_stall(self) -> None:
+        """A pull waits and nothing came for a while: does the server hold some?"""
+        try:
+            quiet_since = self._quiet_since
+            resp = await self._state.js.arequest(f"CONSUMER.INFO.{self._target.stream}.{self._target.consumer}")
+            info = ConsumerInfo.from_response(resp)
+            if info.num_pending and info.num_waiting and self._quiet_since == quiet_since:
+                self._recreate("messages pending, a pull waiting, none delivered")
+        except Exception as exc:  # the heartbeat watchdog and the resets see to a consumer that is gone
+            _log.debug("ordered consumer %s: stall check: %r", self._target.consumer, exc,
+                       extra=log_fields(stream=self._target.stream, consumer=self._target.consumer))
+        finally:
+            self._checking_stall = False
+            self._quiet_since = time.monotonic()
 
     # -- the reset ----------------------------------------------------------------
 
@@ -314,6 +349,7 @@ class OrderedPullEngine(PullEngine):
             state.abandon(target.consumer)
             return
         self._resetting = False
+        self._quiet_since = time.monotonic()
         self._watch.traffic()
         self._reset_pending()
         self._maybe_pull()

@@ -362,12 +362,6 @@ class FetchEngine(Engine):
         await self._unsubscribe(drain=False)
         self._closed()
 
-    def _closed(self) -> None:
-        # One pull: nothing for close() to stop once it is over, and a result
-        # dropped unread must not stay tracked.
-        self._conn.unregister(self._receiver)
-        super()._closed()
-
     def took(self, msg: Msg) -> None:
         """User side: one pull keeps no credit and never refills."""
 

@@ -220,8 +220,10 @@ class Receiver(Resource):
                 if remaining is not None and remaining <= 0:
                     if waited:
                         assert timeout is not None  # it set the deadline
-                        raise errors.TimeoutError("no message within %.3fs" % timeout)
+                        raise self._conn.timed_out("no message within %.3fs" % timeout)
                     remaining = 0.0  # look once at what was handed over, without waiting
+                if remaining != 0.0 and self._conn.loop_thread.in_loop_thread():
+                    self._conn.loop_thread.refuse_wait("a message")  # only the loop hands one over
                 waited = True
                 self._wait_for_items(remaining)
         finally:
@@ -429,6 +431,18 @@ class Receiver(Resource):
                 self.closed_event.set()  # no loop to finish on: nothing more will come
         elif engine is None or self._conn.closed:
             self.closed_event.set()
+
+    def prefetch(self) -> None:
+        """Any thread: ask for messages now rather than at the first take."""
+        self._conn.check_fork()
+        with self._lock:
+            if self._state is OPEN:
+                self.engine.want_more()
+
+    def check_wait(self, what: str, ready: bool = False) -> None:
+        """Any thread: raise before a user's wait for ``what`` that could not
+        end (a forked child, or the loop thread unless ``ready``)."""
+        self._conn.check_wait(what, ready)
 
     def wait_closed(self, timeout: Optional[float]) -> bool:
         """Block until the engine has finished (NAKs written), unless called

@@ -305,9 +305,13 @@ class KeyValue:
             ctx = oc.messages()
         except _GONE as exc:
             raise self._gone(exc) from exc
+        # The initial values now, as the watch starts: a value superseded before
+        # the first pull, once the history limit removed it, would hold up the
+        # server's last-per-subject delivery (nats-server 2.15 delivers nothing).
+        ctx.prefetch()
         pending = None if updates_only else int(oc.cached_info.num_pending or 0)
         first = None if listing else oc.cached_info.name
-        return KeyWatcher(self.bucket, self._pre, ctx, pending, ignore_deletes, first, codecs, meta_only)
+        return KeyWatcher(self.bucket, self._pre, ctx, pending, ignore_deletes, first, codecs, meta_only, oc.info)
 
     def watch_all(self, **opts: Any) -> "KeyWatcher":
         """:meth:`watch` of every key."""

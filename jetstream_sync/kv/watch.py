@@ -5,15 +5,21 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from .. import errors, options
 from .._core.message import Msg
 from ..contexts import MessagesContext
 from .codecs import AS_STORED, Codecs
+from ..models import ConsumerInfo
 from .model import KeyValueEntry, KeyValueOp, operation_of
 
 __all__ = ["KeyWatcher", "initial_done"]
+
+# While initial entries are due and none comes for this long, ask the server
+# whether any is still to come: one purged meanwhile (another client's purge
+# or purge_deletes) never comes, and the marker would never be due.
+PROBE_AFTER = 1.0
 
 
 def initial_done(msg: Msg, first_consumer: Optional[str], initial: int) -> bool:
@@ -50,6 +56,7 @@ class KeyWatcher:
         first_consumer: Optional[str] = None,
         codecs: Codecs = AS_STORED,
         meta_only: bool = False,
+        probe: Optional[Callable[[], ConsumerInfo]] = None,
     ) -> None:
         self.bucket = bucket
         self._pre = pre
@@ -62,6 +69,8 @@ class KeyWatcher:
         self._first_consumer = first_consumer  # the server consumer the initial pending was counted on
         self._codecs = codecs
         self._decode_values = not meta_only  # a meta-only watch has no values to decode
+        self._probe = probe  # the info of the server consumer now delivering (its pending count)
+        self._last_seq = 0  # the stream sequence of the last entry taken
 
     def __repr__(self) -> str:
         return f"<KeyWatcher {self.bucket!r}>"
@@ -87,8 +96,17 @@ class KeyWatcher:
         while True:
             if self._take_marker():
                 return None
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            probing = self._in_initial and self._probe is not None and (left is None or left > PROBE_AFTER)
             try:
-                msg = self._ctx.next(None if deadline is None else max(deadline - time.monotonic(), 0.0))
+                msg = self._ctx.next(PROBE_AFTER if probing else left)
+            except errors.TimeoutError:
+                if probing and self._nothing_more_to_come():
+                    self._end_initial()
+                    continue
+                if probing:
+                    continue
+                raise
             except errors.StreamNotFoundError as exc:  # the bucket was deleted under the watch
                 if isinstance(exc, errors.BucketNotFoundError):
                     raise
@@ -109,12 +127,27 @@ class KeyWatcher:
 
     def _count(self, msg: Msg) -> None:
         """Set the marker due after the last initial entry (see initial_done)."""
+        self._last_seq = msg.metadata.sequence.stream
         if not self._in_initial or not initial_done(msg, self._first_consumer, self._initial):
             return  # read without the lock: it only ever turns False
+        self._end_initial()
+
+    def _end_initial(self) -> None:
         with self._lock:
             if self._in_initial:
                 self._in_initial = False
                 self._marker_due = True
+
+    def _nothing_more_to_come(self) -> bool:
+        """The server has nothing pending for the watch and every entry it
+        delivered was taken: the initial entries still due were purged."""
+        assert self._probe is not None
+        try:
+            info = self._probe()
+        except errors.JetStreamError:
+            return False  # the ordered consumer is being reset: its next messages will say
+        delivered = info.delivered.stream_seq if info.delivered is not None else 0
+        return not info.num_pending and delivered <= self._last_seq
 
     def _entry(self, msg: Msg) -> Optional[KeyValueEntry]:
         op = operation_of(msg.headers)

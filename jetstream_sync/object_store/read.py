@@ -136,9 +136,13 @@ class ObjectResult(io.RawIOBase):
             except errors.TimeoutError:
                 self._probe()  # chunks stopped: deleted or replaced meanwhile?
                 if time.monotonic() >= deadline:
-                    raise errors.TimeoutError(f"no chunk of object {self._info.name!r} within {self._timeout}s") from None
+                    raise self._js.connection.timed_out(f"no chunk of object {self._info.name!r} within {self._timeout}s") from None
             except errors.ConsumerStoppedError:
-                raise ValueError("I/O operation on closed ObjectResult") from None
+                if self.closed:
+                    raise ValueError("I/O operation on closed ObjectResult") from None
+                raise errors.ConnectionClosedError(  # ended under the reader: the client drains or closed
+                    f"object {self._info.name!r}: the client was drained or closed before the read reached its end"
+                ) from None
         data = msg.data
         self._left -= 1
         self._received += len(data)

@@ -245,7 +245,7 @@ class ObjectStore:
         try:
             future.result(self._js.timeout + 1.0)  # its own deadline fails it first
         except concurrent.futures.TimeoutError:
-            raise errors.TimeoutError(f"no acknowledgement for a chunk of bucket {self.bucket!r}") from None
+            raise self._js.connection.timed_out(f"no acknowledgement for a chunk of bucket {self.bucket!r}") from None
 
     def _publish_info(self, info: ObjectInfo, last: int) -> None:
         """Write ``info`` as the latest (rolled-up) info of its name if the

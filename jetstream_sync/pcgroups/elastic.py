@@ -208,7 +208,9 @@ class ElasticMember:
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Wait up to ``timeout`` seconds (None: no limit) for the end; True when ended."""
-        return self._done.wait(timeout)
+        t = options.optional_timeout("timeout", timeout)
+        self._group.api.connection.check_wait("the member to end", ready=self._done.is_set())
+        return self._done.wait(t)
 
     def __enter__(self) -> "ElasticMember":
         return self

@@ -62,6 +62,12 @@ class WorkerPool(Generic[T]):
     def queued(self) -> int:
         return len(self._items)
 
+    @property
+    def idle(self) -> bool:
+        """Nothing queued and nothing running (a join would not wait for items)."""
+        with self._cond:
+            return not self._items and not self.running
+
     def join(self, timeout: Optional[float], waiter: Optional[threading.Thread] = None) -> bool:
         """Wait up to ``timeout`` seconds (None: no limit) until the pool is
         closed and every item has run; True when so. When ``waiter`` (the

@@ -162,7 +162,11 @@ class Service(ServiceGroup):
             self._handle, opts.workers, f"jetstream-sync-service-{opts.name}", PENDING_LIMIT
         )
         self._resource = _OnConnection(self)  # held here: the connection keeps it weakly
-        conn.register(self._resource)
+        try:
+            conn.register(self._resource)
+        except BaseException:
+            self._pool.cancel()  # refused (closed, draining): its threads end now
+            raise
         try:
             conn.run(self._subscribe_discovery(), 10.0)
         except BaseException:
@@ -178,7 +182,7 @@ class Service(ServiceGroup):
     ) -> None:  # fmt: skip
         """Check, then subscribe one endpoint (any thread)."""
         conn = self._conn
-        conn.check()
+        conn.check_new()
         ep = _Endpoint(
             name=options.endpoint_name(name),
             subject=options.endpoint_subject(prefix, name if subject is None else subject),
@@ -337,7 +341,11 @@ class Service(ServiceGroup):
         server already routed here still come), every request received is
         handled, then discovery ends. True when all of it was done in time;
         otherwise what is left is answered as by :meth:`stop`."""
-        return self._drain(options.duration("timeout", timeout), threading.current_thread())
+        t = options.duration("timeout", timeout)
+        if self._conn.inherited:
+            return True  # a forked child: the parent's service is the parent's to end
+        self._conn.check_wait("the service's handlers", ready=self._pool.idle)
+        return self._drain(t, threading.current_thread())
 
     def _drain(self, t: float, waiter: threading.Thread) -> bool:
         """:meth:`drain` for ``waiter``: if it is a handler thread, its own request is not waited for."""
@@ -358,7 +366,9 @@ class Service(ServiceGroup):
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Wait up to ``timeout`` seconds (None: no limit) until the service
         ended and its handlers returned; True when so."""
-        return self._wait(options.optional_timeout("timeout", timeout), threading.current_thread())
+        t = options.optional_timeout("timeout", timeout)
+        self._conn.check_wait("the service to end", ready=self._ended.is_set() and self._pool.idle)
+        return self._wait(t, threading.current_thread())
 
     def _wait(self, t: Optional[float], waiter: threading.Thread) -> bool:
         deadline = None if t is None else time.monotonic() + t

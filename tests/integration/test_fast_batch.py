@@ -259,7 +259,9 @@ def test_a_server_restart_mid_batch_reports_what_the_flow_acks_confirmed(fnc, pr
     err = info.value
     assert acked >= 4_800 and err.stored >= acked  # never less than the flow acks confirmed
     assert err.sent == batch.size and err.stored <= err.sent <= err.stored + flow * outstanding
-    assert "no longer knows the batch" in str(err) and batch.closed
+    # Which the client meets first depends on how far the restarted server got: the batch
+    # unknown to it, or its stream not loaded yet. Either way it cannot say what was stored.
+    assert ("no longer knows the batch" in str(err) or "no stream answered" in str(err)) and batch.closed
     assert f"{err.stored} of {err.sent} messages confirmed stored" in str(err)
     held = js.stream_info("FASTR").state.messages
     got = [m.data for m in js.ordered_consumer("FASTR").fetch(held, expires=10.0)]

@@ -156,6 +156,31 @@ def test_breaking_out_of_a_fetch_naks_the_rest(js, subj, cons):
     assert again == [2, 3, 4, 5]
 
 
+def test_a_completed_fetch_not_yet_read_is_given_back_by_close(server, js, subj, cons):
+    """close() NAKs what a fetch received and never handed out, also once the
+    pull itself is over; reading it afterwards says the client is closed."""
+    publish(js, subj, 3)
+    other = jss.connect(server.url, name="fetcher")
+    try:
+        theirs = other.jetstream().consumer(cons.stream_name, cons.name)
+        before = _subscriptions(server, "fetcher")
+        result = theirs.fetch(3, expires=30)
+        wait_until(lambda: cons.info().num_ack_pending == 3)  # all three delivered to the fetch
+        wait_until(lambda: _subscriptions(server, "fetcher") == before)  # the pull is over: its inbox is gone
+        other.close()
+        with pytest.raises(jss.ConnectionClosedError):
+            list(result)
+        # Given back at once, not after AckWait (30 s).
+        assert [m.metadata.sequence.stream for m in cons.fetch(3, expires=2)] == [1, 2, 3]
+    finally:
+        other.close()
+
+
+def _subscriptions(server, name):
+    (conn,) = [c for c in server.monitor("connz")["connections"] if c.get("name") == name]
+    return conn["subscriptions"]
+
+
 @pytest.mark.parametrize("taken", [1, 137])
 def test_an_abandoned_fetch_leaves_nothing_pending_for_ack_wait(js, stream, taken):
     publish(js, f"{stream.name.lower()}.x", 2_000, b"m")

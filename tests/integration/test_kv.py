@@ -349,6 +349,58 @@ def test_watch_default(js):
         expect(w, "name", b"", 12, PURGE)
 
 
+def test_initial_entries_purged_before_they_came_still_end_with_the_marker(js):
+    """A watch counts its initial entries when it starts; entries removed
+    after the first pull and before the next (another client's purge or
+    purge_deletes) never come. The marker must come anyway, and keys(),
+    history() and purge_deletes(), which wait for it, must not time out."""
+    kv = js.create_key_value("PURGED")
+    for i in range(1500):
+        kv.put(f"k{i:04d}", b"v")
+    stream = kv.stream_name
+    w = kv.watch_all()
+    try:
+        entries = [w.next(timeout=10)]  # the first pull: what it got is buffered, the rest is still on the server
+        (watch_consumer,) = js.consumers(stream)
+        info = wait_until(lambda: _settled(js, stream, watch_consumer.name), timeout=10)
+        delivered = info.delivered.stream_seq
+        assert 0 < delivered < 1500, "the watch pulled everything at once: nothing left to purge under it"
+        for i in range(delivered, 1500):  # key k<i> is revision i + 1
+            js.purge_stream(stream, subject=f"$KV.PURGED.k{i:04d}")
+        start = time.monotonic()
+        while (entry := w.next(timeout=10)) is not None:
+            entries.append(entry)
+        assert [e.revision for e in entries] == list(range(1, delivered + 1))
+        assert time.monotonic() - start < 5
+    finally:
+        w.stop()
+
+
+def test_a_watch_gets_its_initial_value_when_later_writes_removed_it_before_the_first_read(js):
+    """The watch asks for its initial values as it starts: by the first read,
+    writes past the history limit may have removed them, and a
+    last-per-subject consumer whose first message is gone delivers nothing
+    (nats-server 2.15)."""
+    kv = js.create_key_value("SUPERSEDED", history=5)
+    kv.put("k", b"first")
+    kv.put("other", b"x")
+    with kv.watch("k") as w:
+        for i in range(5):  # the initial value's message leaves the history
+            kv.put("k", b"%d" % i)
+            kv.put("other", b"x")
+        assert w.next(timeout=5).value == b"first"
+        assert w.next(timeout=5) is None
+        assert [w.next(timeout=5).value for _ in range(5)] == [b"0", b"1", b"2", b"3", b"4"]
+
+
+def _settled(js, stream, name):
+    """The consumer's info once its deliveries stopped growing."""
+    first = js.consumer_info(stream, name)
+    time.sleep(0.2)  # not a wait for an event: two looks 0.2 s apart tell that nothing more is being delivered
+    second = js.consumer_info(stream, name)
+    return second if second.delivered.stream_seq == first.delivered.stream_seq and second.delivered.stream_seq else None
+
+
 def test_watch_nats_py_wildcard_deltas(js):
     kv = js.create_key_value("WATCH")
     kv.create("new", b"hello world")

@@ -51,6 +51,25 @@ def test_messages_in_order_across_consumer_deletions(js, stream, subj):
     assert seen == list(range(1, 301))
 
 
+def test_last_per_subject_whose_first_messages_were_superseded_before_the_first_pull(js):
+    """The server consumer is made at messages(), the first pull goes out at
+    the first read. Messages it was to start with, removed meanwhile by the
+    per-subject limit, leave it delivering nothing with messages pending and a
+    pull waiting (nats-server 2.15); the engine sees that and makes it again."""
+    js.create_stream(name="LPS", subjects=["lps.>"], max_msgs_per_subject=2)
+    js.publish("lps.k", b"first")
+    js.publish("lps.other", b"x")
+    oc = js.ordered_consumer("LPS", deliver_policy="last_per_subject", filter_subjects=["lps.k"])
+    with oc.messages() as ctx:
+        for i in range(2):  # "first" leaves the stream
+            js.publish("lps.k", b"%d" % i)
+            js.publish("lps.other", b"x")
+        start = time.monotonic()
+        assert ctx.next(timeout=10).data == b"1"  # the last of lps.k, as a new consumer starts
+        assert time.monotonic() - start < 5
+        assert ctx.stats.resets == 1
+
+
 def test_reset_before_any_message(js, stream, subj):
     oc = stream.ordered_consumer(name_prefix="early")
     with oc.messages() as ctx:

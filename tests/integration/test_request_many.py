@@ -63,6 +63,22 @@ def test_max_wait_ends_the_replies_and_has_a_default(nc, subject):
     assert 1.9 <= time.monotonic() - start < 5.0
 
 
+def test_replies_received_within_max_wait_are_handed_out_when_read_after_it(server, nc, subject):
+    answered = threading.Event()
+    peer = jss.connect(server.url)
+    try:
+        peer.subscribe(subject, cb=lambda m: (m.respond(b"a"), m.respond(b"b"), answered.set()))
+        peer.flush()
+        replies = nc.request_many(subject, max_wait=0.3)
+        assert answered.wait(5)
+        peer.flush()  # the server has both replies ...
+        nc.flush()  # ... and sent them before its PONG: they are here
+        time.sleep(0.4)  # the condition under test, not a wait for an event: max_wait is over
+        assert [m.data for m in replies] == [b"a", b"b"]
+    finally:
+        peer.close()
+
+
 def test_a_stalled_responder_ends_the_replies_after_the_stall_gap(nc, subject):
     release = threading.Event()
     streaming(nc, subject, [b"1", b"2", b"late"], release=release, stall_after=2)
