@@ -53,6 +53,8 @@ INTERNALS_ALLOWED = {"_core.wire", "_core.writer", "_core.connection", "_core.lo
 FOREIGN_PRIVATE_ALLOWED = {
     # Flask documents _get_current_object() as the way to unwrap its proxies.
     "_get_current_object": None,
+    # os._exit() is public: the way a forked child ends without running the parent's cleanup.
+    "_exit": None,
     # pyspark's JVM session: the only way to ask Spark's data source manager
     # whether a source is registered (register() must not replace one: Spark warns).
     "_jsparkSession": "spark",
