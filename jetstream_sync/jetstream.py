@@ -10,7 +10,7 @@ that hand a call on carry the user-facing docstrings."""
 from __future__ import annotations
 
 import datetime
-from typing import Any, Callable, List, Optional, Union, overload
+from typing import Any, Callable, List, Optional, Union
 
 from . import errors, options, subscribe as sub
 from ._core.connection import Connection
@@ -204,61 +204,23 @@ class JetStream(JsPublisher):
 
     # A pull Consumer and a PushConsumer are different handles, each made by
     # its own calls (nats.go's CreateConsumer / CreatePushConsumer), so every
-    # call has one return type. The deliver_subject keyword of create_consumer
-    # & co. (how push consumers were made before the push calls) still makes a
-    # PushConsumer: the overloads type that form.
+    # call has one return type: the pull creators refuse a deliver subject,
+    # given as a keyword or in a config, before anything is sent.
 
-    @overload
-    def create_consumer(
-        self, stream: str, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any
-    ) -> PushConsumer: ...
-
-    @overload
-    def create_consumer(
-        self, stream: str, config: Optional[ConsumerConfig] = None, *, deliver_subject: None = None, **fields: Any
-    ) -> Consumer: ...
-
-    def create_consumer(
-        self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any
-    ) -> Union[Consumer, PushConsumer]:
+    def create_consumer(self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any) -> Consumer:
         """Create a pull consumer; fails (APIError 10148) if one with that name
         but a different config exists. Without ``name``/``durable_name`` it is
-        ephemeral, with a generated name. A config with a ``deliver_subject``
-        is refused (InvalidOptionError: use :meth:`create_push_consumer`),
-        except given as the ``deliver_subject=`` keyword, which makes and
-        returns a PushConsumer."""
+        ephemeral, with a generated name. A ``deliver_subject`` (keyword or in
+        the config) makes a push consumer and is refused here
+        (InvalidOptionError: use :meth:`create_push_consumer`)."""
         return make_consumer(self._api, stream, config, fields, "create")
 
-    @overload
-    def update_consumer(
-        self, stream: str, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any
-    ) -> PushConsumer: ...
-
-    @overload
-    def update_consumer(
-        self, stream: str, config: Optional[ConsumerConfig] = None, *, deliver_subject: None = None, **fields: Any
-    ) -> Consumer: ...
-
-    def update_consumer(
-        self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any
-    ) -> Union[Consumer, PushConsumer]:
+    def update_consumer(self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any) -> Consumer:
         """Update an existing pull consumer; fails if it does not exist. Push
         consumers: :meth:`update_push_consumer` (as :meth:`create_consumer`)."""
         return make_consumer(self._api, stream, config, fields, "update")
 
-    @overload
-    def create_or_update_consumer(
-        self, stream: str, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any
-    ) -> PushConsumer: ...
-
-    @overload
-    def create_or_update_consumer(
-        self, stream: str, config: Optional[ConsumerConfig] = None, *, deliver_subject: None = None, **fields: Any
-    ) -> Consumer: ...
-
-    def create_or_update_consumer(
-        self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any
-    ) -> Union[Consumer, PushConsumer]:
+    def create_or_update_consumer(self, stream: str, config: Optional[ConsumerConfig] = None, **fields: Any) -> Consumer:
         """Update the pull consumer if it exists, else create it (as :meth:`create_consumer`)."""
         return make_consumer(self._api, stream, config, fields, "")
 

@@ -3,7 +3,7 @@ and the functions that make consumer handles, which JetStream shares."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Union, overload
+from typing import Any, Dict, List, Optional
 
 from . import errors
 from ._core.jsapi import JsApi
@@ -36,13 +36,9 @@ def push_consumer(api: JsApi, stream: str, name: str) -> PushConsumer:
     return PushConsumer(api, info)
 
 
-def make_consumer(
-    api: JsApi, stream: str, config: Optional[ConsumerConfig], fields: Dict[str, Any], action: str
-) -> Union[Consumer, PushConsumer]:
-    """create/update_consumer: a pull Consumer, or a PushConsumer for the
-    ``deliver_subject`` keyword (how push consumers were made before the push calls)."""
-    if fields.get("deliver_subject") is not None:
-        return PushConsumer(api, api.upsert_consumer(stream, config, fields, action, push=True))
+def make_consumer(api: JsApi, stream: str, config: Optional[ConsumerConfig], fields: Dict[str, Any], action: str) -> Consumer:
+    """create/update_consumer: a pull Consumer; a deliver subject, as a keyword
+    or in the config, is refused (options.consumer_kind)."""
     return Consumer(api, api.upsert_consumer(stream, config, fields, action, push=False))
 
 
@@ -104,40 +100,18 @@ class Stream:
 
     # -- consumers --------------------------------------------------------------
 
-    # Typed as on JetStream: a pull Consumer, or a PushConsumer for the
-    # deliver_subject keyword (the ``*_push_consumer`` calls take a config).
+    # As on JetStream: the pull creators return a Consumer and refuse a
+    # deliver subject; the ``*_push_consumer`` calls return a PushConsumer.
 
-    @overload
-    def create_consumer(self, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any) -> PushConsumer: ...
-    @overload
-    def create_consumer(
-        self, config: Optional[ConsumerConfig] = None, *, deliver_subject: None = None, **fields: Any
-    ) -> Consumer: ...
-    def create_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> Union[Consumer, PushConsumer]:
+    def create_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> Consumer:
         """Create a pull consumer; see :meth:`JetStream.create_consumer`."""
         return make_consumer(self._js, self.name, config, fields, "create")
 
-    @overload
-    def update_consumer(self, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any) -> PushConsumer: ...
-    @overload
-    def update_consumer(
-        self, config: Optional[ConsumerConfig] = None, *, deliver_subject: None = None, **fields: Any
-    ) -> Consumer: ...
-    def update_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> Union[Consumer, PushConsumer]:
+    def update_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> Consumer:
         """Update an existing pull consumer; see :meth:`JetStream.update_consumer`."""
         return make_consumer(self._js, self.name, config, fields, "update")
 
-    @overload
-    def create_or_update_consumer(
-        self, config: Optional[ConsumerConfig] = None, *, deliver_subject: str, **fields: Any
-    ) -> PushConsumer: ...
-    @overload
-    def create_or_update_consumer(
-        self, config: Optional[ConsumerConfig] = None, *, deliver_subject: None = None, **fields: Any
-    ) -> Consumer: ...
-    def create_or_update_consumer(
-        self, config: Optional[ConsumerConfig] = None, **fields: Any
-    ) -> Union[Consumer, PushConsumer]:
+    def create_or_update_consumer(self, config: Optional[ConsumerConfig] = None, **fields: Any) -> Consumer:
         """Update the pull consumer if it exists, else create it."""
         return make_consumer(self._js, self.name, config, fields, "")
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 import sys
 import threading
@@ -379,3 +381,43 @@ def _next_or_none(w):
         return w.next(timeout=1)
     except jss.TimeoutError:
         return None
+
+
+def process_gone(pid: int) -> bool:
+    """The process ``pid`` no longer runs: it does not exist, or it is a zombie
+    that its new parent (init, when its own died) has not reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+    except OSError:  # no /proc (not Linux): ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+
+def children_of(pid: int) -> list:
+    """The pids of the child processes of ``pid`` (Linux /proc)."""
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            found += [int(p) for p in f.read().split()]
+    return found
+
+
+def survivors_of_sigkill(proc, pids, timeout: float = 10.0) -> list:
+    """SIGKILL ``proc`` (a Popen) and poll until every process of ``pids`` is
+    gone; those still running after ``timeout`` seconds, killed then so that
+    nothing is left behind."""
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    deadline = time.monotonic() + timeout
+    while not all(process_gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [p for p in pids if not process_gone(p)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left

@@ -110,15 +110,17 @@ def build_config(cls: Type[_C], config: Optional[_C], overrides: Dict[str, Any])
 
 def consumer_kind(cfg: ConsumerConfig, action: str, push: bool) -> None:
     """``cfg`` fits the call: ``update`` names its consumer, a push call has a
-    ``deliver_subject`` and a pull call none."""
+    ``deliver_subject`` and a pull call none (whether the deliver subject came
+    as a keyword or in a config object)."""
     if action == "update" and not (cfg.name or cfg.durable_name):
         raise errors.InvalidOptionError("update_consumer needs the consumer's name")
     verb = action or "create_or_update"
     if push and not cfg.deliver_subject:
         raise errors.InvalidOptionError(f"a push consumer needs a deliver_subject; for a pull consumer use {verb}_consumer()")
-    if not push and cfg.deliver_subject:
+    if not push and cfg.deliver_subject:  # as a keyword or in the config: one rule for both forms
         raise errors.InvalidOptionError(
-            f"the config has deliver_subject {cfg.deliver_subject!r}, which makes a push consumer: use {verb}_push_consumer()"
+            f"deliver_subject {cfg.deliver_subject!r} makes a push consumer: use {verb}_push_consumer(), "
+            f"which returns a PushConsumer ({verb}_consumer() is for pull consumers only)"
         )
 
 

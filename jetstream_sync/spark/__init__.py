@@ -44,8 +44,10 @@ REGISTERED_SETTING = "jetstream_sync.spark.registered"
 
 
 def register(spark) -> None:  # type: ignore[no-untyped-def]
-    """Register the ``jetstream`` format on a SparkSession; a second call on
-    the same session does nothing (no Spark warning about a replaced source).
+    """Make sure the ``jetstream`` format is registered on a SparkSession,
+    without a Spark warning about a replaced source: a source Spark already
+    knows by that name (found at start-up through the ``pyspark_jetstream``
+    module, or registered before) is left alone, and a second call does nothing.
 
     On a ``local[...]`` master, first check that the interpreter Spark starts
     its Python workers with (``PYSPARK_PYTHON``, default ``python3`` on PATH)
@@ -59,8 +61,22 @@ def register(spark) -> None:  # type: ignore[no-untyped-def]
     problem = worker_python_problem(_worker_python(spark))
     if problem is not None:
         raise RuntimeError(problem)
-    spark.dataSource.register(JetStreamDataSource)
+    if not _source_known(spark, JetStreamDataSource.name()):
+        spark.dataSource.register(JetStreamDataSource)
     spark.conf.set(REGISTERED_SETTING, source)
+
+
+def _source_known(spark, name: str) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the session's data source manager already has ``name``: Spark's
+    static lookup registers every ``pyspark_*`` module's ``DefaultSource`` (so
+    ``pyspark_jetstream``'s) and logs a WARN when a registration replaces it.
+    A Spark Connect session has no JVM on this side to ask: False, so the
+    source is registered (once per session: ``REGISTERED_SETTING``)."""
+    try:
+        manager = spark._jsparkSession.sessionState().dataSourceManager()
+    except Exception:  # Spark Connect (no _jsparkSession), or a Spark without the manager
+        return False
+    return bool(manager.dataSourceExists(name))
 
 
 def _worker_python(spark) -> Optional[str]:  # type: ignore[no-untyped-def]

@@ -134,7 +134,7 @@ def read_groups(r: SeqRange) -> Iterator[List[jss.Msg]]:
     except jss.JetStreamError as exc:
         raise _incomplete(r, None, f"could not create its consumer: {exc!r}") from exc
     try:
-        pending = cons.cached_info.num_pending  # matching messages from r.start on
+        pending = cons.cached_info.num_pending or 0  # matching messages from r.start on (the server always sends it)
         last = r.end - 1
         seq = r.start - 1  # of the last message taken
         batch = max(1, min(r.batch, r.end - r.start))

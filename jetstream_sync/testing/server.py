@@ -2,7 +2,9 @@
 
 Used by the test kit's fixtures (which restart it with the same store, pause
 it with SIGSTOP and kill it), by the demo (an embedded server) and by the
-benchmarks. POSIX only: pausing and killing use signals.
+benchmarks. POSIX only: pausing and killing use signals. A server ends with
+the process that started it, killed with SIGKILL included on Linux
+(:mod:`.launcher`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence
+
+from .launcher import spawn
 
 __all__ = ["NatsServer", "find_server_binary", "free_port"]
 
@@ -78,6 +82,9 @@ class NatsServer:
     :param args: more command-line arguments (``--cluster``, ``-n NAME`` ...).
     :param config: a configuration file passed with ``-c`` (default none).
 
+    The server ends with the Python process that started it, from whichever
+    thread: at its normal exit, and on Linux also when it is killed (SIGKILL
+    from a CI timeout included), so no server is left running.
     :meth:`restart` and :meth:`kill` then :meth:`start` keep the port and the
     store; :meth:`pause` / :meth:`resume` (or ``with server.paused():``)
     freeze the process (SIGSTOP / SIGCONT). The monitoring port (``-m``) is
@@ -140,7 +147,7 @@ class NatsServer:
             return
         os.makedirs(self.store_dir, exist_ok=True)
         with open(self._log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
+            self.proc = spawn(self.command(), log)
 
     def wait_ready(self, timeout: float = 15.0) -> None:
         """Poll /healthz every 0.02 s until the server (and JetStream) is ready;

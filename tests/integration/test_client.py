@@ -937,7 +937,7 @@ def test_every_protocol_line_over_max_control_line_is_refused_and_the_client_sta
     # Each fits the 4096-byte limit on its own and not with what the line adds
     # (the queue group, the reply, the reply inbox the client makes).
     near = "bad." + "y" * 4000
-    push = js.create_consumer(stream.name, durable_name="far", deliver_subject="deliver." + "d" * 4100)
+    push = js.create_push_consumer(stream.name, durable_name="far", deliver_subject="deliver." + "d" * 4100)
     pull = js.create_consumer(stream.name, durable_name="pull")
     far_js = nc.jetstream(api_prefix="p" * 4010)
     cases = {

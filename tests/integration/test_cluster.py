@@ -181,7 +181,7 @@ def test_ordered_across_a_stream_leader_kill(cluster, cnc, read):
 @pytest.mark.timeout(120)
 def test_push_across_a_consumer_leader_kill(cluster, cnc):
     js, stream = replicated(cnc)
-    cons = stream.create_consumer(
+    cons = stream.create_push_consumer(
         durable_name="pp", deliver_subject="dc.pp", idle_heartbeat=1.0, flow_control=True, ack_wait=3.0, num_replicas=3
     )
     total = 1500

@@ -1,9 +1,14 @@
 """The main job: ``python -m jetstream_sync demo`` on an embedded server."""
 
+import os
 import subprocess
 import sys
 
 import pytest
+
+from jetstream_sync.testing.launcher import dies_with_parent
+
+from ..helpers import children_of, survivors_of_sigkill, wait_until
 
 
 @pytest.mark.timeout(120)
@@ -18,6 +23,22 @@ def test_demo_runs_on_embedded_server():
     assert "embedded nats-server" in out.stdout
     assert "published 5,000" in out.stdout
     assert "consumed  5,000" in out.stdout
+
+
+@pytest.mark.skipif(not dies_with_parent(), reason="servers outlive a SIGKILLed process except on Linux")
+@pytest.mark.timeout(60)
+def test_the_embedded_server_ends_when_the_demo_is_killed():
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "jetstream_sync", "demo", "-n", "100000000", "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert "embedded nats-server on" in demo.stdout.readline().decode()  # started and ready
+        servers = wait_until(lambda: children_of(demo.pid), timeout=10)
+        assert survivors_of_sigkill(demo, servers) == [], "the embedded server outlived the demo"
+    finally:
+        demo.kill()
+        demo.communicate()
 
 
 @pytest.mark.timeout(60)

@@ -33,7 +33,7 @@ def h(server):
         js.publish("dur.x", str(i).encode())
     pull = stream.create_consumer(durable_name="pull", ack_policy="explicit", ack_wait=60)
     bpull = bjs.consumer("DUR", "pull")
-    push = bjs.create_consumer("DUR", durable_name="push", deliver_subject="dur-deliver", idle_heartbeat=1.0)
+    push = bjs.create_push_consumer("DUR", durable_name="push", deliver_subject="dur-deliver", idle_heartbeat=1.0)
     kv = js.create_key_value(bucket="DURKV", limit_marker_ttl=5)
     kv.put("k", b"v")
     obj = js.create_object_store("DUROBJ")

@@ -183,7 +183,7 @@ def test_invalid_subjects_and_names_are_refused_before_sending(nc, js, stream, s
         stream.consumer("nope")
     assert "nope" in str(ei.value), str(ei.value)
 
-    stream.create_consumer(durable_name="push", deliver_subject="deliver.x")
+    stream.create_push_consumer(durable_name="push", deliver_subject="deliver.x")
     with pytest.raises(jss.ConsumerPushBasedError, match="push_consumer"):
         stream.consumer("push")  # a pull handle on it is refused: it names the call that fits
     push = stream.push_consumer("push")  # a push consumer gets its own handle; pulls on it are refused

@@ -215,7 +215,7 @@ def test_importing_the_package_does_not_import_opentelemetry():
 def test_push_and_ordered_consumers_hand_out_linked_receive_spans(otel, js, stream, subj):
     js.publish(subj, b"one")
     (send,) = otel.spans("send ")
-    p = stream.create_consumer(durable_name="p", deliver_subject=f"deliver.{stream.name}.p", ack_policy="explicit")
+    p = stream.create_push_consumer(durable_name="p", deliver_subject=f"deliver.{stream.name}.p", ack_policy="explicit")
     with p.messages() as ctx:
         msg = ctx.next(timeout=5)
         msg.ack()

@@ -203,7 +203,7 @@ def test_push_consumer_is_terminal(js, stream):
     # then replaced by a push one of the same name: the server's 409 ends it.
     cons = stream.create_consumer(durable_name="push")
     stream.delete_consumer("push")
-    push = stream.create_consumer(durable_name="push", deliver_subject="deliver.here")
+    push = stream.create_push_consumer(durable_name="push", deliver_subject="deliver.here")
     assert isinstance(cons, jss.Consumer) and isinstance(push, jss.PushConsumer)
     with pytest.raises(jss.ConsumerPushBasedError):
         for _ in cons.messages():

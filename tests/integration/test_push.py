@@ -4,6 +4,7 @@ consumer-sequence gaps, stop/drain and faults."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import Counter
@@ -19,7 +20,7 @@ from ..helpers import publish, wait_until
 def push(stream, name="p", **cfg):
     cfg.setdefault("deliver_subject", f"deliver.{stream.name}.{name}")
     cfg.setdefault("ack_policy", "explicit")
-    return stream.create_consumer(durable_name=name, **cfg)
+    return stream.create_push_consumer(durable_name=name, **cfg)
 
 
 def take_all(ctx, n, timeout=10.0):
@@ -78,19 +79,37 @@ def test_push_creators_return_push_consumers_and_pull_creators_refuse_a_deliver_
     assert stream.update_push_consumer(cfg).cached_info.config.description == "changed"
     both = js.create_or_update_push_consumer(stream.name, durable_name="po", deliver_subject="dlv.po")
     assert type(both) is jss.PushConsumer
-    # A config object cannot tell the type checker it is push: the pull creators refuse it.
-    for call in (stream.create_consumer, stream.update_consumer, stream.create_or_update_consumer):
-        with pytest.raises(jss.InvalidOptionError, match="deliver_subject 'dlv.pc'.*push_consumer()"):
-            call(cfg)
     for call in (stream.create_push_consumer, stream.create_or_update_push_consumer):
         with pytest.raises(jss.InvalidOptionError, match="deliver_subject"):
             call(durable_name="nodlv")
-    with pytest.raises(jss.InvalidOptionError, match="deliver_subject"):
-        stream.create_consumer(durable_name="empty", deliver_subject="")  # the keyword form is typed push
     assert sorted(stream.consumer_names()) == ["pc", "po"]  # nothing refused was sent
-    # The deliver_subject keyword still makes a push consumer (typed so by the overloads).
-    assert type(stream.create_consumer(durable_name="kw", deliver_subject="dlv.kw")) is jss.PushConsumer
-    assert type(js.create_or_update_consumer(stream.name, durable_name="kw", deliver_subject="dlv.kw")) is jss.PushConsumer
+
+
+PULL_CREATORS = {
+    "create_consumer": "create_push_consumer()",
+    "update_consumer": "update_push_consumer()",
+    "create_or_update_consumer": "create_or_update_push_consumer()",
+}
+
+
+@pytest.mark.parametrize("creator", sorted(PULL_CREATORS))
+@pytest.mark.parametrize("form", ["keyword", "config"])
+@pytest.mark.parametrize("on", ["stream", "js"])
+def test_pull_creators_refuse_a_deliver_subject_in_either_form(js, stream, creator, form, on):
+    """One rule for the keyword and the config object: a pull creator returns a
+    pull Consumer or refuses, before sending, naming the push creator to use."""
+    call = getattr(stream, creator) if on == "stream" else functools.partial(getattr(js, creator), stream.name)
+    fields = dict(durable_name="p", deliver_subject="dlv.p", ack_policy="explicit")
+    with pytest.raises(jss.InvalidOptionError) as ei:
+        call(**fields) if form == "keyword" else call(jss.ConsumerConfig(**fields))
+    assert "deliver_subject 'dlv.p'" in str(ei.value) and PULL_CREATORS[creator] in str(ei.value)
+    assert stream.consumer_names() == []  # nothing was sent
+    # An empty deliver subject is no deliver subject: a pull consumer, in either form.
+    empty = dict(durable_name="q", deliver_subject="")
+    if creator == "update_consumer":
+        stream.create_consumer(durable_name="q")
+    made = call(**empty) if form == "keyword" else call(jss.ConsumerConfig(**empty))
+    assert type(made) is jss.Consumer and not made.info().config.deliver_subject
 
 
 def test_pulls_on_a_push_consumer_are_refused(stream):
@@ -384,7 +403,7 @@ def test_a_consumer_sequence_gap_is_reported(monkeypatch, js, stream, subj, reve
 
 def test_a_second_handle_on_a_bound_push_consumer_is_refused(js, stream, subj):
     """Without a deliver group two subscribers would each get every message."""
-    cons = stream.create_consumer(durable_name="solo", deliver_subject="dlv.solo", ack_policy="explicit")
+    cons = stream.create_push_consumer(durable_name="solo", deliver_subject="dlv.solo", ack_policy="explicit")
     other = js.push_consumer(stream.name, "solo")
     with cons.messages() as ctx:
         wait_until(lambda: js.consumer_info(stream.name, "solo").push_bound)
@@ -405,7 +424,7 @@ def test_async_handlers_are_refused_before_anything_is_sent(js, stream, subj, ki
 
     with pytest.raises(jss.InvalidOptionError, match="plain function"):
         if kind == "push":
-            stream.create_consumer(durable_name="p", deliver_subject="dlv.p").consume(handler)
+            stream.create_push_consumer(durable_name="p", deliver_subject="dlv.p").consume(handler)
         elif kind == "pull":
             stream.create_consumer(durable_name="q").consume(handler)
         else:
@@ -452,7 +471,7 @@ def test_a_deliver_subject_refused_in_its_queue_group_ends_the_context(tmp_path)
         with jss.connect(f"nats://127.0.0.1:{srv.port}", user="u", password="p") as nc:
             js = nc.jetstream()
             js.create_stream(name="S", subjects=["s.>"])
-            pc = js.create_consumer("S", durable_name="grp", deliver_subject="dlv.x", deliver_group="grp")
+            pc = js.create_push_consumer("S", durable_name="grp", deliver_subject="dlv.x", deliver_group="grp")
             ctx = pc.messages()
             start = time.monotonic()
             with pytest.raises(jss.PermissionDeniedError, match="grp"):

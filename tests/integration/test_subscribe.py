@@ -144,7 +144,7 @@ def test_fetch_heartbeat_and_validation(js, multi):
 
 
 def test_pull_subscribe_to_a_push_consumer_is_refused(js, multi):
-    js.create_consumer(multi, durable_name="p", deliver_subject="dlv.p", filter_subject="a1")
+    js.create_push_consumer(multi, durable_name="p", deliver_subject="dlv.p", filter_subject="a1")
     with pytest.raises(jss.SubscribeError, match="push based"):
         js.pull_subscribe("a1", "p")
 
@@ -271,7 +271,7 @@ def test_ephemeral_subscribers_read_at_their_own_pace(js, quux):
 def test_subscribe_bind_uses_the_consumers_deliver_subject(js, nc):
     js.create_stream(name="hello-stream", subjects=["hello-subject"])
     inbox = nc.new_inbox()
-    js.create_consumer("hello-stream", durable_name="alice", deliver_subject=inbox)
+    js.create_push_consumer("hello-stream", durable_name="alice", deliver_subject=inbox)
     sub = js.subscribe_bind("hello-stream", "alice")
     assert (sub.subject, sub.filter_subject, sub.consumer) == (inbox, "", "alice")
     publish(js, "hello-subject", 10)
@@ -399,19 +399,19 @@ def test_subscribe_to_a_pull_consumer_is_refused(js, quux):
 
 
 def test_queue_on_a_consumer_without_deliver_group_is_refused(js, quux):
-    js.create_consumer(quux, durable_name="wg", deliver_subject="dlv.wg")
+    js.create_push_consumer(quux, durable_name="wg", deliver_subject="dlv.wg")
     with pytest.raises(jss.SubscribeError, match="without a deliver group"):
         js.subscribe("quux", "wg")
 
 
 def test_plain_subscribe_to_a_queue_consumer_is_refused(js, quux):
-    js.create_consumer(quux, durable_name="grp", deliver_subject="dlv.grp", deliver_group="grp")
+    js.create_push_consumer(quux, durable_name="grp", deliver_subject="dlv.grp", deliver_group="grp")
     with pytest.raises(jss.SubscribeError, match="deliver group 'grp'"):
         js.subscribe("quux", durable="grp")
 
 
 def test_queue_name_must_match_the_deliver_group(js, quux):
-    js.create_consumer(quux, durable_name="other", deliver_subject="dlv.o", deliver_group="grp")
+    js.create_push_consumer(quux, durable_name="other", deliver_subject="dlv.o", deliver_group="grp")
     with pytest.raises(jss.SubscribeError, match="deliver group 'grp'"):
         js.subscribe("quux", "other")
 
@@ -419,8 +419,8 @@ def test_queue_name_must_match_the_deliver_group(js, quux):
 def test_queue_that_is_not_the_durables_deliver_group_names_both(js, quux):
     """durable= names the consumer, queue= must be its deliver group (ADR-15):
     a mismatch is a SubscribeError naming the queue, the consumer and its group."""
-    js.create_consumer(quux, durable_name="qd", deliver_subject="dlv.qd", deliver_group="grp")
-    js.create_consumer(quux, durable_name="solo", deliver_subject="dlv.solo")
+    js.create_push_consumer(quux, durable_name="qd", deliver_subject="dlv.qd", deliver_group="grp")
+    js.create_push_consumer(quux, durable_name="solo", deliver_subject="dlv.solo")
     with pytest.raises(jss.SubscribeError, match="queue subscription 'other': consumer 'qd' has deliver group 'grp'"):
         js.subscribe("quux", queue="other", durable="qd")
     with pytest.raises(jss.SubscribeError, match="queue subscription 'other': consumer 'qd' has deliver group 'grp'"):
@@ -603,7 +603,7 @@ def test_deliver_policy_keyword_shapes_the_consumer_created(js, quux):
 def test_a_config_naming_only_the_consumer_binds_whatever_its_policies(js, quux):
     # ConsumerConfig() says deliver all / ack explicit / replay instant by
     # default: that is not the caller asking for them.
-    js.create_consumer(quux, durable_name="n", deliver_subject="dlv.n", deliver_policy="new", ack_policy="none")
+    js.create_push_consumer(quux, durable_name="n", deliver_subject="dlv.n", deliver_policy="new", ack_policy="none")
     js.subscribe_bind(quux, jss.ConsumerConfig(durable_name="n")).unsubscribe()
     js.subscribe("quux", durable="n", config=jss.ConsumerConfig(max_deliver=-1)).unsubscribe()
     js.create_consumer(quux, durable_name="pn", deliver_policy="last", replay_policy="original")
@@ -625,7 +625,7 @@ def test_a_config_naming_only_the_consumer_binds_whatever_its_policies(js, quux)
 )
 def test_binding_checks_what_the_caller_asked_for(js, quux, kwargs, text):
     js.create_stream(name="wide", subjects=["quux.>"])
-    js.create_consumer("wide", durable_name="d", deliver_subject="dlv.d", filter_subject="quux.a", max_deliver=3)
+    js.create_push_consumer("wide", durable_name="d", deliver_subject="dlv.d", filter_subject="quux.a", max_deliver=3)
     publish(js, "quux.a", 2)
     with pytest.raises(jss.SubscribeError, match=text):
         js.subscribe("quux.a", durable="d", **kwargs)
@@ -640,7 +640,7 @@ def test_pull_binding_checks_request_limits(js, multi):
 
 
 def test_drain_returns_once_the_callbacks_acks_are_processed(server, js, quux):
-    js.create_consumer(quux, durable_name="dr", deliver_subject="dlv.dr", max_ack_pending=20)
+    js.create_push_consumer(quux, durable_name="dr", deliver_subject="dlv.dr", max_ack_pending=20)
     publish(js, "quux", 600)
     handled = []
 
@@ -663,7 +663,7 @@ def test_drain_returns_once_the_callbacks_acks_are_processed(server, js, quux):
 
 
 def test_next_msg_hands_over_what_was_received_before_drain(js, quux):
-    js.create_consumer(quux, durable_name="nd", deliver_subject="dlv.nd", max_ack_pending=20)
+    js.create_push_consumer(quux, durable_name="nd", deliver_subject="dlv.nd", max_ack_pending=20)
     publish(js, "quux", 50)
     sub = js.subscribe("quux", durable="nd")
     got, ended = [], []
@@ -743,7 +743,7 @@ def test_asking_for_the_server_default_binds(js, multi, same):
 @pytest.mark.parametrize("created", [False, True])
 def test_drain_from_the_callback_calls_back_the_rest(js, quux, created):
     if not created:
-        js.create_consumer(quux, durable_name="cbd", deliver_subject="dlv.cbd", max_ack_pending=20)
+        js.create_push_consumer(quux, durable_name="cbd", deliver_subject="dlv.cbd", max_ack_pending=20)
     publish(js, "quux", 50)
     handled, returned = [], []
     holder = {}

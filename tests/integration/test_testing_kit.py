@@ -1,6 +1,7 @@
 """The test kit (jetstream_sync.testing) against real servers: its fault
 helpers do what they say, its fixtures start and stop what they say, and the
-user-project example of docs/testing.md passes with the plugin alone."""
+user-project example of docs/testing.md passes with the plugin alone, and
+no server outlives the process that started it."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync.testing import wait_for_ack_floor
+from jetstream_sync.testing import NatsServer, wait_for_ack_floor
+from jetstream_sync.testing.launcher import dies_with_parent
 
-from ..helpers import publish, wait_until
+from ..helpers import process_gone, publish, survivors_of_sigkill, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,3 +96,76 @@ def test_the_fixtures_stop_their_servers_after_the_test(tmp_path):
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+# A user's test that starts the kit's servers (a server, a 3-node cluster, and a
+# server started from a thread that has ended), notes their pids and hangs, as
+# a test does when a CI job times out and kills pytest.
+HANGING_TEST = """
+import os, threading
+from jetstream_sync.testing import NatsServer
+
+def test_hangs(nats_server, nats_cluster, tmp_path):
+    pids = [nats_server.pid] + [s.pid for s in nats_cluster(3).servers]
+    started = []
+    starter = threading.Thread(target=lambda: started.append(NatsServer(store_dir=str(tmp_path / "t")).start()))
+    starter.start()
+    starter.join()
+    pids.append(started[0].pid)
+    with open("pids.tmp", "w") as f:
+        f.write(" ".join(map(str, pids)))
+    os.rename("pids.tmp", "pids")
+    threading.Event().wait(300)
+"""
+
+
+@pytest.mark.skipif(not dies_with_parent(), reason="servers outlive a SIGKILLed process except on Linux")
+@pytest.mark.timeout(120)
+def test_the_servers_of_a_pytest_run_killed_with_sigkill_end_with_it(tmp_path):
+    (tmp_path / "test_hangs.py").write_text(HANGING_TEST)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "jetstream_sync.testing.plugin", "-p", "no:cacheprovider"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_until(lambda: (tmp_path / "pids").exists() or run.poll() is not None, timeout=90)
+        assert run.poll() is None, run.communicate()[0].decode(errors="replace")
+        pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+        assert len(pids) == 5 and not any(process_gone(p) for p in pids)
+        assert survivors_of_sigkill(run, pids) == [], "servers outlived the pytest run that started them"
+    finally:
+        run.kill()
+        run.communicate()
+
+
+def test_a_server_started_from_a_thread_that_ended_keeps_running_and_restarts(tmp_path):
+    """Servers may be started from any thread: one whose thread has ended (its
+    OS thread gone too) still answers, and a restart from another such thread
+    keeps its store."""
+    server = NatsServer(store_dir=str(tmp_path / "nats"))
+
+    def in_a_thread(action):
+        tids = []
+        t = threading.Thread(target=lambda: (tids.append(threading.get_native_id()), action()))
+        t.start()
+        t.join(30)
+        assert not t.is_alive()
+        if os.path.isdir("/proc/self/task"):  # join returns before the OS thread is gone: wait for that too
+            wait_until(lambda: not os.path.exists(f"/proc/self/task/{tids[0]}"), timeout=10)
+
+    try:
+        in_a_thread(server.start)
+        first = server.pid
+        with jss.connect(server.url) as nc:
+            js = nc.jetstream()
+            js.create_stream(name="KEPT", subjects=["kept.>"])
+            publish(js, "kept.x", 2)
+        assert server.running and not process_gone(first)
+        in_a_thread(server.restart)
+        assert server.running and server.pid != first and process_gone(first)
+        with jss.connect(server.url) as nc:
+            assert nc.jetstream().stream_info("KEPT").state.messages == 2
+        assert server.running
+    finally:
+        server.stop()

@@ -1,17 +1,21 @@
 """Options as a data engineer types them: a misspelled one fails the driver's
 load()/save() (a streaming sink's: its first micro-batch, the first call Spark
 makes to it) naming the closest known option, never read silently with
-defaults; register() twice is quiet."""
+defaults; register() is quiet."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def read(spark, streaming, options):
@@ -122,8 +126,12 @@ def test_an_option_of_the_other_kind_of_read_fails_the_query(spark, server, js, 
 
 
 @pytest.mark.timeout(180)
-def test_register_twice_prints_no_warning(tmp_path):
-    """In a session of its own: the test session's log level hides WARNs."""
+def test_register_as_the_guide_says_prints_no_warning(tmp_path):
+    """A driver of its own at Spark's default log level (WARN; the test session's
+    hides WARNs), whose Python finds this checkout, so Spark's static lookup
+    finds ``pyspark_jetstream`` as it does for an installed package:
+    register() once and again leaves that registration alone and prints no
+    warning, and the format works."""
     script = textwrap.dedent(
         """
         import os, sys
@@ -133,18 +141,24 @@ def test_register_twice_prints_no_warning(tmp_path):
         import jetstream_sync.spark as jspark
         spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
                  .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1").getOrCreate())
-        spark.sparkContext.setLogLevel("WARN")
         jspark.register(spark)
         jspark.register(spark)
-        print("=== twice", file=sys.stderr, flush=True)
+        try:
+            spark.read.format("jetstream").load().schema
+        except Exception as exc:
+            print("=== load:", " | ".join(str(exc).splitlines()), file=sys.stderr, flush=True)
+        print("=== registered", file=sys.stderr, flush=True)
         spark.dataSource.register(jspark.JetStreamDataSource)  # what register() avoids: Spark warns
         print("=== control", file=sys.stderr, flush=True)
         spark.stop()
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=150, cwd=tmp_path)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=150, cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
-    twice, _, control = out.stderr.partition("=== twice")
-    warning = "replaced a previously registered data source"
-    assert warning not in twice, twice[-3000:]
-    assert warning in control.partition("=== control")[0], control[-3000:]  # the warning would have shown
+    registered, _, control = out.stderr.partition("=== registered")
+    assert 'default log level to "WARN"' in registered, registered[-3000:]
+    assert "replaced a" not in registered, registered[-3000:]  # neither "statically" nor "previously registered"
+    load = registered.partition("=== load:")[2]
+    assert "InvalidOptionError" in load and "DATA_SOURCE_NOT_FOUND" not in load, load  # our source refused the read
+    assert "replaced a statically registered data source" in control.partition("=== control")[0], control[-3000:]

@@ -35,7 +35,9 @@ def tour() -> None:
         reveal_type(js.push_consumer("ORDERS", "audit-push"))
         reveal_type(stream.create_push_consumer(durable_name="audit-push", deliver_subject="audit.push"))
         reveal_type(js.create_or_update_push_consumer("ORDERS", durable_name="audit-push", deliver_subject="audit.push"))
-        reveal_type(stream.create_consumer(durable_name="audit-push", deliver_subject="audit.push"))
+        reveal_type(stream.create_push_consumer(jss.ConsumerConfig(durable_name="audit-push", deliver_subject="audit.push")))
+        reveal_type(stream.create_or_update_consumer(jss.ConsumerConfig(durable_name="audit")))
+        reveal_type(js.update_consumer("ORDERS", jss.ConsumerConfig(durable_name="audit")))
         reveal_type(stream.update_consumer(durable_name="audit"))
         reveal_type(cons.info())
 
@@ -90,6 +92,10 @@ def worker(js: jss.JetStream, stream: jss.Stream) -> None:
     same: jss.Consumer = js.consumer("ORDERS", "c")
     push: jss.PushConsumer = stream.push_consumer("p")
     also_push: jss.PushConsumer = js.push_consumer("ORDERS", "p")
+    made: jss.Consumer = stream.create_or_update_consumer(jss.ConsumerConfig(durable_name="w"))
+    made_push: jss.PushConsumer = js.create_push_consumer("ORDERS", durable_name="wp", deliver_subject="wp.in")
+    made.delete()
+    made_push.delete()
     for msg in cons.fetch(10, expires=5.0):
         msg.ack()
     same.unpin("jobs")

@@ -48,12 +48,12 @@ def test_the_script_passes_mypy_strict(mypy_run: subprocess.CompletedProcess[str
 def test_consumer_lookups_and_creators_reveal_the_kind_of_handle_they_return(
     mypy_run: subprocess.CompletedProcess[str],
 ) -> None:
-    """consumer()/create_consumer() give a pull Consumer, the push calls (and the
-    deliver_subject keyword) a PushConsumer: never their union."""
+    """consumer()/create_consumer() give a pull Consumer, the push calls a
+    PushConsumer, given keywords or a config object: never their union."""
     revealed = {int(m[1]): m[2] for m in map(REVEALED.match, mypy_run.stdout.splitlines()) if m}
     kinds = {}
     for n, line in enumerate(SCRIPT.read_text().splitlines(), 1):
-        call = re.match(r"\s*reveal_type\(((?:js|stream)\.\w*consumer\([^()]*\))\)$", line)
+        call = re.match(r"\s*reveal_type\(((?:js|stream)\.\w*consumer\((?:[^()]|\([^()]*\))*\))\)$", line)
         if call and n in revealed:
             kinds[call[1]] = revealed[n]
     pull, push = "jetstream_sync.consumer.Consumer", "jetstream_sync.push.PushConsumer"
@@ -66,6 +66,8 @@ def test_consumer_lookups_and_creators_reveal_the_kind_of_handle_they_return(
         'js.push_consumer("ORDERS", "audit-push")': push,
         'stream.create_push_consumer(durable_name="audit-push", deliver_subject="audit.push")': push,
         'js.create_or_update_push_consumer("ORDERS", durable_name="audit-push", deliver_subject="audit.push")': push,
-        'stream.create_consumer(durable_name="audit-push", deliver_subject="audit.push")': push,
+        'stream.create_push_consumer(jss.ConsumerConfig(durable_name="audit-push", deliver_subject="audit.push"))': push,
+        'stream.create_or_update_consumer(jss.ConsumerConfig(durable_name="audit"))': pull,
+        'js.update_consumer("ORDERS", jss.ConsumerConfig(durable_name="audit"))': pull,
     }, mypy_run.stdout
     assert mypy_run.returncode == 0, mypy_run.stdout + mypy_run.stderr  # the annotated lookups of worker()
