@@ -712,6 +712,55 @@ def test_close_and_drain_release_core_subscription_readers(server, how):
 
 
 @pytest.mark.timeout(60)
+def test_flush_while_reconnecting_waits_for_the_server_and_says_why_it_timed_out(private_server, fnc):
+    """nats-py's flush returns at once while reconnecting, with no PONG: a
+    flush must not report "the server has it" then."""
+    private_server.stop()
+    wait_until(lambda: fnc.is_reconnecting)
+    with pytest.raises(jss.TimeoutError, match="reconnecting"):
+        fnc.flush(timeout=0.5)
+    done = threading.Event()
+    threading.Thread(target=lambda: (fnc.flush(timeout=20), done.set()), daemon=True).start()
+    assert not done.wait(0.5)  # the condition under test: no PONG can have come, so it must still wait
+    private_server.start()
+    assert done.wait(20)
+
+
+@pytest.mark.timeout(60)
+def test_nothing_new_subscribes_while_the_client_drains(server):
+    """Client.drain(): calls still work for the handlers finishing, new
+    interest is refused at once, and a refused service leaves no thread."""
+    nc = jss.connect(server.url)
+    release, held = threading.Event(), threading.Event()
+    svc = nc.add_service("holder", "1.0.0")
+    svc.add_endpoint("h", lambda req: (held.set(), release.wait(20), req.respond(b"done")), subject="drain.hold")
+    stream = nc.jetstream().create_stream(name="DRAINING", subjects=["draining.>"])
+    cons = stream.create_consumer(durable_name="c")
+    nc.flush()
+    nc.publish("drain.hold", b"", reply="_INBOX.drain.hold")
+    assert held.wait(10)
+    drainer = threading.Thread(target=nc.drain, kwargs={"timeout": 30}, daemon=True)
+    drainer.start()
+    try:
+        wait_until(lambda: nc.is_draining)
+        assert nc.jetstream().publish("draining.x", b"still works").seq == 1
+        for start in (
+            lambda: nc.subscribe("drain.new"),
+            lambda: cons.fetch(1, expires=1),
+            lambda: cons.messages(),
+            lambda: nc.add_service("late", "1.0.0"),
+            lambda: svc.add_endpoint("late", lambda req: None, subject="drain.late"),
+        ):
+            with pytest.raises(jss.ConnectionDrainingError, match="draining"):
+                start()
+        wait_until(lambda: not [t for t in threading.enumerate() if "late" in t.name], timeout=5)
+    finally:
+        release.set()
+        drainer.join(30)
+    assert not nc.is_draining and nc.is_closed
+
+
+@pytest.mark.timeout(60)
 def test_a_client_drain_lets_a_subscription_callback_answer_what_arrived(server):
     sc = jss.connect(server.url, name="drained-callback")
     handled = []
