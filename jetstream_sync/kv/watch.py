@@ -107,10 +107,10 @@ class KeyWatcher:
                 if probing:
                     continue
                 raise
+            except errors.BucketNotFoundError:
+                raise
             except errors.StreamNotFoundError as exc:  # the bucket was deleted under the watch
-                if isinstance(exc, errors.BucketNotFoundError):
-                    raise
-                raise errors.BucketNotFoundError(404, exc.err_code, f"bucket {self.bucket!r} was deleted ({exc})") from exc
+                raise self._deleted(exc) from exc
             self._count(msg)  # before decoding: an entry that fails to decode still counts
             entry = self._entry(msg)
             if entry is not None:
@@ -132,6 +132,9 @@ class KeyWatcher:
             return  # read without the lock: it only ever turns False
         self._end_initial()
 
+    def _deleted(self, exc: errors.StreamNotFoundError) -> errors.BucketNotFoundError:
+        return errors.BucketNotFoundError(404, exc.err_code, f"bucket {self.bucket!r} was deleted ({exc})")
+
     def _end_initial(self) -> None:
         with self._lock:
             if self._in_initial:
@@ -144,6 +147,10 @@ class KeyWatcher:
         assert self._probe is not None
         try:
             info = self._probe()
+        except errors.BucketNotFoundError:
+            raise
+        except errors.StreamNotFoundError as exc:
+            raise self._deleted(exc) from exc
         except errors.JetStreamError:
             return False  # the ordered consumer is being reset: its next messages will say
         delivered = info.delivered.stream_seq if info.delivered is not None else 0
