@@ -17,6 +17,12 @@ from ..helpers import Bounded, wait_blocked, wait_until
 
 
 RECONNECT = dict(reconnect_time_wait=0.2, max_reconnect_attempts=-1)
+# A pull the server had queued but not yet taken when its consumer is deleted
+# gets no answer at all (no 409, no 503; most pulls sent just before a delete,
+# nats-server 2.15): only missing heartbeats tell. Reads that delete their
+# consumer while pulling use 1 s heartbeats so that recovery (2 heartbeats)
+# fits the bounds below; the default (15 s) recovers the same way, later.
+QUICK_HB = dict(idle_heartbeat=1.0)
 
 
 def seqs(msgs):
@@ -40,7 +46,7 @@ def test_messages_in_order_across_consumer_deletions(js, stream, subj):
     fill(js, subj, 300)
     oc = stream.ordered_consumer()
     seen = []
-    with oc.messages(max_messages=20) as ctx:
+    with oc.messages(max_messages=20, **QUICK_HB) as ctx:
         for msg in ctx:
             seen.append(msg.metadata.sequence.stream)
             if len(seen) in (50, 150):
@@ -81,10 +87,35 @@ def test_reset_before_any_message(js, stream, subj):
         assert ctx.stats.resets >= 1
 
 
+def test_a_pull_the_server_never_answers_is_noticed_by_the_heartbeats_and_reading_goes_on(nc, js, stream, subj):
+    """A pull sent just before its consumer is deleted is often dropped with
+    no answer (QUICK_HB). Made certain here: once the first pull is complete,
+    a plain subscription swallows every later pull to the deleted consumer."""
+    fill(js, subj, 20)
+    oc = stream.ordered_consumer()
+    with oc.messages(max_messages=10, **QUICK_HB) as ctx:
+        got = take(ctx, 1)
+        first = oc.name
+
+        def first_pull_complete():
+            info = stream.consumer_info(first)
+            return info.num_waiting == 0 and info.delivered.consumer_seq == 10
+
+        wait_until(first_pull_complete, timeout=10)
+        hole = nc.subscribe(f"$JS.API.CONSUMER.MSG.NEXT.{stream.name}.{first}")
+        js.delete_consumer(stream.name, first)
+        got += take(ctx, 19, timeout=10)
+        assert seqs(got) == list(range(1, 21))
+        assert ctx.stats.resets == 1
+        assert oc.name != first
+        assert hole.pending() >= 1  # a pull did go unanswered
+        hole.unsubscribe()
+
+
 def test_custom_start_seq_survives_deletion(js, stream, subj):
     fill(js, subj, 10)
     oc = stream.ordered_consumer(opt_start_seq=3)
-    with oc.messages() as ctx:
+    with oc.messages(**QUICK_HB) as ctx:
         got = take(ctx, 4)
         js.delete_consumer(stream.name, oc.name)
         got += take(ctx, 4)
@@ -104,7 +135,7 @@ def test_consume_handler_sees_each_message_once_in_order(js, stream, subj):
         if len(seen) == 200:
             done.set()
 
-    cc = oc.consume(handler, max_messages=25)
+    cc = oc.consume(handler, max_messages=25, **QUICK_HB)
     assert done.wait(20)
     cc.stop()
     assert cc.wait(5)
@@ -395,7 +426,7 @@ def test_reset_attempts_are_bounded(js, stream, subj, monkeypatch):
     monkeypatch.setattr(_ordered, "RESET_BACKOFF_START", 0.05)
     errs = []
     oc = stream.ordered_consumer(max_reset_attempts=2)
-    ctx = oc.messages(error_handler=errs.append)
+    ctx = oc.messages(error_handler=errs.append, **QUICK_HB)
     take(ctx, 3)
     js.delete_consumer(stream.name, oc.name)
     with pytest.raises(jss.OrderedConsumerResetError):
@@ -409,7 +440,7 @@ def test_stop_after_spans_a_reset_and_the_next_read_goes_on(js, stream, subj):
     fill(js, subj, 300)
     oc = stream.ordered_consumer()
     got = []
-    ctx = oc.messages(max_messages=40, stop_after=150)
+    ctx = oc.messages(max_messages=40, stop_after=150, **QUICK_HB)
     for msg in ctx:
         got.append(msg)
         if len(got) == 60:
