@@ -465,6 +465,29 @@ def test_stop_naks_do_not_come_back_into_its_own_pull_and_use_up_max_deliver(js,
 
 
 @pytest.mark.timeout(60)
+def test_stop_after_the_drain_ended_returns_with_every_chunks_naks_written(js, stream, subj):
+    """Messages that arrived one socket read each sit in the hand-off queue as
+    chunks of their own; the drain hands them over and ends; stop() returns
+    once all of them are NAK'd, not only those a caller had already taken
+    into the buffer."""
+    cons = stream.create_consumer(durable_name="chunks", ack_policy="explicit")
+    ctx = cons.messages(max_messages=100)
+    ctx.prefetch()
+    wait_until(lambda: cons.info().num_waiting == 1)  # the pull is open: each publish comes on its own
+    for i in range(10):
+        js.publish(subj, str(i).encode())
+    wait_until(lambda: cons.info().num_ack_pending == 10)
+    ctx.next(5).ack()  # takes the first chunk into the buffer; the later ones stay queued
+    ctx.drain()
+    wait_until(lambda: not ctx.subscribed)
+    ctx.stop()
+    assert ctx.stats.nakd_on_stop == 9
+    with cons.messages() as again:
+        got = sorted(int(again.next(5).data) for _ in range(9))  # at once, not after AckWait (30 s)
+    assert got == list(range(1, 10))
+
+
+@pytest.mark.timeout(60)
 def test_slow_iterating_thread_gets_no_duplicates(js, stream, subj):
     """A slow caller of the iterator gets every message once: the buffer is
     kept alive while the caller works."""
