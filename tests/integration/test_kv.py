@@ -394,11 +394,14 @@ def test_a_watch_gets_its_initial_value_when_later_writes_removed_it_before_the_
 
 
 def _settled(js, stream, name):
-    """The consumer's info once its deliveries stopped growing."""
+    """The consumer's info once its deliveries stopped: the pull is filled (no
+    request waits on the server: a pause in a loaded server's deliveries does
+    not count) and nothing more came in 0.2 s (no new pull meanwhile)."""
     first = js.consumer_info(stream, name)
-    time.sleep(0.2)  # not a wait for an event: two looks 0.2 s apart tell that nothing more is being delivered
+    time.sleep(0.2)  # two looks 0.2 s apart: no new pull came in between
     second = js.consumer_info(stream, name)
-    return second if second.delivered.stream_seq == first.delivered.stream_seq and second.delivered.stream_seq else None
+    same = second.delivered.stream_seq == first.delivered.stream_seq
+    return second if same and second.delivered.stream_seq and second.num_waiting == 0 else None
 
 
 def test_watch_nats_py_wildcard_deltas(js):

@@ -116,11 +116,12 @@ def test_blocked_next_is_woken_by_stop_and_drain(cons):
     for end in ("stop", "drain"):
         ctx = cons.messages()
         waiter = BlockedNext(ctx)
-        time.sleep(0.1)  # let it block
+        wait_blocked(waiter.thread)
         start = time.monotonic()
         getattr(ctx, end)()
         waiter.join(5)
-        assert waiter.ended - start < 1.0
+        assert waiter.ended is not None, f"next() still blocked 5 s after {end}()"
+        assert waiter.ended - start < 2.5  # at once, not after a 5 s shutdown flush or stop wait
         assert isinstance(waiter.error, jss.ConsumerStoppedError)
 
 
@@ -282,7 +283,7 @@ def test_connection_close_ends_a_blocked_next(server, stream):
     other = jss.connect(server.url)
     cons = other.jetstream().consumer(stream.name, stream.create_consumer(durable_name="c").name)
     waiter = BlockedNext(cons.messages())
-    time.sleep(0.1)  # let it block
+    wait_blocked(waiter.thread)
     other.close()
     assert isinstance(waiter.join(10).error, jss.ConnectionClosedError)
 
@@ -358,13 +359,14 @@ def test_sixteen_iterating_threads_never_stall_and_share_exactly_once(js, subj, 
 def test_stop_wakes_every_blocked_thread(cons):
     ctx = cons.messages()
     waiters = [BlockedNext(ctx) for _ in range(6)]
-    time.sleep(0.2)  # let them block
+    for w in waiters:
+        wait_blocked(w.thread)
     start = time.monotonic()
     ctx.stop()
     for w in waiters:
         w.join(5)
         assert isinstance(w.error, jss.ConsumerStoppedError)
-        assert w.ended - start < 1.0
+        assert w.ended - start < 2.5  # at once, not after a 5 s shutdown flush or stop wait
 
 
 def test_invalid_options_send_nothing(nc, stream, cons):
@@ -586,7 +588,8 @@ def test_stop_returns_after_context_closed_and_naks_written(server, nc, js, stre
     contexts.append(cons.consume(handler))
     started.set()
     assert contexts[0].wait(10), "consume() did not close after stop() from its handler"
-    assert stop_took and stop_took[0] < 0.5, f"stop() inside the handler took {stop_took}"
+    # at once, not after the wait for the close (5 s) a stop() from another thread makes
+    assert stop_took and stop_took[0] < 2.5, f"stop() inside the handler took {stop_took}"
 
 
 class _ErrorRecords(logging.Handler):

@@ -423,7 +423,7 @@ def test_a_client_drain_shorter_than_the_handlers_answers_the_queued_requests_wi
             start = time.monotonic()
             sc.drain(timeout=0.5)
             took = time.monotonic() - start
-            assert took < 1.5, f"drain(timeout=0.5) took {took:.2f}s"
+            assert took < 5.0, f"drain(timeout=0.5) took {took:.2f}s"  # not until the handler's 10 s
             stopped = {"Nats-Service-Error": "service stopped", "Nats-Service-Error-Code": "503"}
             assert [f.result(timeout=5).headers for f in queued] == [stopped, stopped]
             with pytest.raises(jss.TimeoutError):  # the handler in hand outlived the connection
