@@ -58,6 +58,26 @@ def left_for_ack_wait(cons, handed, total: int, timeout: float = 2.0) -> int:
     return 0
 
 
+def info_once(cons, done, timeout: float = 5.0):
+    """The consumer's info once ``done(info)`` holds, else the last one read
+    after ``timeout`` seconds, for the test's own asserts to explain. The
+    server takes acks in on its own time, after it answered the PING of a
+    flush and after the connection that sent them is gone: a count read at
+    once can be from before them."""
+    last = []
+
+    def check():
+        info = cons.info()
+        last[:] = [info]
+        return done(info)
+
+    try:
+        wait_until(check, timeout=timeout)
+    except AssertionError:
+        pass
+    return last[0]
+
+
 class Publishing:
     """Another client publishing ``payload`` to ``subject`` on a thread, in
     bursts, until the ``with`` block ends."""
@@ -175,8 +195,8 @@ class BlockedNext:
         self.result = None
         self.error = None
         self.ended = None
-        self._thread = threading.Thread(target=self._run, args=(ctx, timeout), daemon=True)
-        self._thread.start()
+        self.thread = threading.Thread(target=self._run, args=(ctx, timeout), daemon=True)
+        self.thread.start()
 
     def _run(self, ctx, timeout):
         try:
@@ -186,7 +206,7 @@ class BlockedNext:
         self.ended = time.monotonic()
 
     def join(self, timeout: float = 10.0) -> "BlockedNext":
-        self._thread.join(timeout)
+        self.thread.join(timeout)
         return self
 
 

@@ -292,13 +292,20 @@ class OrderedPullEngine(PullEngine):
 
     async def _check_stall(self) -> None:
         """A pull waits and nothing came for a while: does the server hold some?"""
+        checked = self._target.consumer
         try:
             quiet_since = self._quiet_since
-            resp = await self._state.js.arequest(f"CONSUMER.INFO.{self._target.stream}.{self._target.consumer}")
+            resp = await self._state.js.arequest(f"CONSUMER.INFO.{self._target.stream}.{checked}")
             info = ConsumerInfo.from_response(resp)
             if info.num_pending and info.num_waiting and self._quiet_since == quiet_since:
                 self._recreate("messages pending, a pull waiting, none delivered")
-        except Exception as exc:  # the heartbeat watchdog and the resets see to a consumer that is gone
+        except (errors.ConsumerNotFoundError, errors.StreamNotFoundError) as exc:
+            # Gone under the pull, which may have been dropped without a status
+            # (its stream deleted as it arrived): replace it now, not after the
+            # heartbeat alarm; a stream that is gone ends the reset.
+            if self._target.consumer == checked:  # not one a reset meanwhile replaced
+                self._recreate(f"stall check: {exc}")
+        except Exception as exc:  # JetStream busy or reconnecting: the heartbeat watchdog still watches
             _log.debug("ordered consumer %s: stall check: %r", self._target.consumer, exc,
                        extra=log_fields(stream=self._target.stream, consumer=self._target.consumer))
         finally:

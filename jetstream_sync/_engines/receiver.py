@@ -425,9 +425,9 @@ class Receiver(Resource):
             self._queue.put_nowait(WAKE)  # the thread blocked on the queue re-checks state
         engine = self.engine
         if engine is not None and not self._conn.closing:
-            try:
-                self._conn.call_soon(engine.shutdown, "stop")
-            except errors.JetStreamError:
+            # An engine that has ended (drain, then stop) NAKs the chunks still
+            # queued when its shutdown("stop") runs: wait_closed() waits for that.
+            if not self._on_loop_before_closed(engine.shutdown, "stop"):
                 self.closed_event.set()  # no loop to finish on: nothing more will come
         elif engine is None or self._conn.closed:
             self.closed_event.set()
@@ -489,21 +489,27 @@ class Receiver(Resource):
         and must not come back to this subscription's open pull)."""
         engine = self.engine
         if msgs and engine is not None and not self._conn.closing:
-            handed = threading.Event()
-
-            def hand() -> None:
-                try:
-                    engine.nak_later(msgs)
-                finally:
-                    handed.set()
-
-            try:
-                self._conn.call_soon(hand)
-                self._naks_handed.append(handed)
+            if self._on_loop_before_closed(engine.nak_later, msgs):
                 return
-            except errors.JetStreamError:
-                pass
         self.nak(msgs)
+
+    def _on_loop_before_closed(self, fn: Callable[..., Any], *args: Any) -> bool:
+        """Run ``fn(*args)`` (stop's NAKs) on the loop thread; wait_closed()
+        returns only once it has run. False when no loop takes it."""
+        handed = threading.Event()
+
+        def run() -> None:
+            try:
+                fn(*args)
+            finally:
+                handed.set()
+
+        try:
+            self._conn.call_soon(run)
+        except errors.JetStreamError:
+            return False
+        self._naks_handed.append(handed)
+        return True
 
     def nak(self, msgs: List[Msg]) -> None:
         """NAK messages never handed out, so the server redelivers them at once."""

@@ -444,7 +444,13 @@ class _OnConnection(Resource):
 
 
 async def _unsubscribe_all(conn: Connection, sids: List[int], drain: bool, timeout: float) -> None:
+    """Remove the interest of ``sids``; returns once the server has taken the
+    unsubscribes in (bounded by ``timeout``), so that a request sent from
+    anywhere after that meets no responders instead of silence."""
+    deadline = time.monotonic() + timeout
     await asyncio.gather(*(conn.unsubscribe(sid, drain=drain, timeout=timeout) for sid in sids))
+    if not drain:  # a drain waits for the server itself
+        await conn.flush_quietly(max(deadline - time.monotonic(), 0.1))
 
 
 def _one_line(text: str, limit: int = 200) -> str:

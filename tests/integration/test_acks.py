@@ -92,14 +92,14 @@ def test_term_with_reason_is_seen_on_the_ack_subject(nc, loaded):
 
 def test_in_progress_is_repeatable_and_extends_ack_wait(nc, js, stream):
     js.publish(f"{stream.name.lower()}.x", b"slow")
-    c = stream.create_consumer(durable_name="c", ack_wait=1.0)
+    c = stream.create_consumer(durable_name="c", ack_wait=2.0)
     spy = nc.subscribe(f"$JS.ACK.{stream.name}.c.>")
     nc.flush()
     (msg,) = raw_pull(nc, stream.name, "c", 1)
-    for _ in range(3):
-        time.sleep(0.5)  # working; the point is that 1.5 s > ack_wait passes
+    for _ in range(5):
+        time.sleep(0.5)  # working; the point is that 2.5 s > ack_wait passes (each +WPI well within it)
         msg.in_progress()
-    assert [spy.next_msg(timeout=5).data for _ in range(3)] == [b"+WPI"] * 3
+    assert [spy.next_msg(timeout=5).data for _ in range(5)] == [b"+WPI"] * 5
     msg.ack()
     wait_until(lambda: c.info().num_ack_pending == 0)
     assert c.info().num_redelivered == 0

@@ -350,7 +350,7 @@ def test_ctrl_c_in_request_is_prompt_and_close_still_works(server):
     elapsed = time.monotonic() - sent
     proc.wait(10)
     assert line[:2] == ["interrupted", "closed"], (line, proc.stderr.read())
-    assert elapsed < 1.0
+    assert elapsed < 5.0  # promptly: not at the request's timeout (30 s)
     assert proc.returncode == 0
     slow.close()
 

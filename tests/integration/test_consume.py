@@ -302,7 +302,7 @@ def test_error_handler_that_stops_does_not_deadlock(js, stream, subj, cons):
         holder["waited"] = holder["cc"].wait(1)  # from the worker itself: returns at once
 
     holder["cc"] = cons.consume(lambda m: m.ack(), error_handler=on_error)
-    time.sleep(0.2)
+    wait_until(lambda: cons.info().num_waiting == 1)  # consuming: its pull is open on the server
     stream.delete_consumer("c")
     assert holder["cc"].wait(5)
 
@@ -333,7 +333,7 @@ def test_connection_closed_reaches_error_handler(server, stream):
     cons = other.jetstream().consumer(stream.name, "c")
     errors = []
     cc = cons.consume(lambda m: None, error_handler=errors.append)
-    time.sleep(0.1)
+    wait_until(lambda: cons.info().num_waiting == 1)  # consuming: its pull is open on the server
     other.close()
     assert cc.wait(3)
     assert any(isinstance(e, jss.ConnectionClosedError) for e in errors)

@@ -46,7 +46,7 @@ def test_fetch_single_messages_one_by_one(js, subj, cons):
 
     t = threading.Thread(target=consume)
     t.start()
-    time.sleep(0.05)  # the first fetch is waiting on the server before anything is published
+    wait_until(lambda: cons.info().num_waiting == 1)  # the first fetch waits on the server before anything is published
     publish(js, subj, 5)
     t.join(20)
     assert got == [b"0", b"1", b"2", b"3", b"4"]

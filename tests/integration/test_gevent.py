@@ -27,6 +27,7 @@ SCRIPT = textwrap.dedent(
     import gevent.event
 
     import jetstream_sync as jss
+    from jetstream_sync.testing import wait_until
 
     url = sys.argv[1]
     name = "GEVENT%d" % os.getpid()
@@ -60,7 +61,8 @@ SCRIPT = textwrap.dedent(
         msg.ack()
     assert got == [b"hello"], got
     nc2.flush()
-    assert cons.info().num_ack_pending == 0
+    # the server takes acks in on its own time, after the flush's PONG
+    wait_until(lambda: cons.info().num_ack_pending == 0, timeout=5)
 
     step("next on an empty consumer")
     before = ticks[0]
@@ -214,7 +216,7 @@ SIGTERM_WORKER = textwrap.dedent(
 def test_sigterm_under_gevent_drains_acks_and_exits_by_the_signal(server, js, stream, subj, cons, tmp_path):
     """The signal handler runs in gevent's hub, where nothing may block: it
     used to start a thread there and crash with BlockingSwitchOutError."""
-    from ..helpers import publish
+    from ..helpers import info_once, publish
 
     publish(js, subj, 200)
     script = tmp_path / "worker.py"
@@ -234,6 +236,6 @@ def test_sigterm_under_gevent_drains_acks_and_exits_by_the_signal(server, js, st
     assert proc.returncode in (-15, 143), (proc.returncode, err[-2000:])
     assert "BlockingSwitchOutError" not in err, err[-2000:]
     acked = 1 + sum(1 for line in out.splitlines() if line.startswith("ACKED"))
-    info = cons.info()
+    info = info_once(cons, lambda i: i.num_ack_pending == 0 and i.ack_floor.stream_seq == acked)
     assert info.num_ack_pending == 0, (info.num_ack_pending, acked, err[-1000:])
     assert info.ack_floor.stream_seq == acked

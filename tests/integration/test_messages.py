@@ -116,11 +116,12 @@ def test_blocked_next_is_woken_by_stop_and_drain(cons):
     for end in ("stop", "drain"):
         ctx = cons.messages()
         waiter = BlockedNext(ctx)
-        time.sleep(0.1)  # let it block
+        wait_blocked(waiter.thread)
         start = time.monotonic()
         getattr(ctx, end)()
         waiter.join(5)
-        assert waiter.ended - start < 1.0
+        assert waiter.ended is not None, f"next() still blocked 5 s after {end}()"
+        assert waiter.ended - start < 2.5  # at once, not after a 5 s shutdown flush or stop wait
         assert isinstance(waiter.error, jss.ConsumerStoppedError)
 
 
@@ -282,7 +283,7 @@ def test_connection_close_ends_a_blocked_next(server, stream):
     other = jss.connect(server.url)
     cons = other.jetstream().consumer(stream.name, stream.create_consumer(durable_name="c").name)
     waiter = BlockedNext(cons.messages())
-    time.sleep(0.1)  # let it block
+    wait_blocked(waiter.thread)
     other.close()
     assert isinstance(waiter.join(10).error, jss.ConnectionClosedError)
 
@@ -358,13 +359,14 @@ def test_sixteen_iterating_threads_never_stall_and_share_exactly_once(js, subj, 
 def test_stop_wakes_every_blocked_thread(cons):
     ctx = cons.messages()
     waiters = [BlockedNext(ctx) for _ in range(6)]
-    time.sleep(0.2)  # let them block
+    for w in waiters:
+        wait_blocked(w.thread)
     start = time.monotonic()
     ctx.stop()
     for w in waiters:
         w.join(5)
         assert isinstance(w.error, jss.ConsumerStoppedError)
-        assert w.ended - start < 1.0
+        assert w.ended - start < 2.5  # at once, not after a 5 s shutdown flush or stop wait
 
 
 def test_invalid_options_send_nothing(nc, stream, cons):
@@ -462,6 +464,29 @@ def test_stop_naks_do_not_come_back_into_its_own_pull_and_use_up_max_deliver(js,
             got = {again.next(5).data for _ in range(49)}  # each one comes again, on its second delivery
         assert len(got) == 49
         stream.delete_consumer(f"r{round_}")
+
+
+@pytest.mark.timeout(60)
+def test_stop_after_the_drain_ended_returns_with_every_chunks_naks_written(js, stream, subj):
+    """Messages that arrived one socket read each sit in the hand-off queue as
+    chunks of their own; the drain hands them over and ends; stop() returns
+    once all of them are NAK'd, not only those a caller had already taken
+    into the buffer."""
+    cons = stream.create_consumer(durable_name="chunks", ack_policy="explicit")
+    ctx = cons.messages(max_messages=100)
+    ctx.prefetch()
+    wait_until(lambda: cons.info().num_waiting == 1)  # the pull is open: each publish comes on its own
+    for i in range(10):
+        js.publish(subj, str(i).encode())
+    wait_until(lambda: cons.info().num_ack_pending == 10)
+    ctx.next(5).ack()  # takes the first chunk into the buffer; the later ones stay queued
+    ctx.drain()
+    wait_until(lambda: not ctx.subscribed)
+    ctx.stop()
+    assert ctx.stats.nakd_on_stop == 9
+    with cons.messages() as again:
+        got = sorted(int(again.next(5).data) for _ in range(9))  # at once, not after AckWait (30 s)
+    assert got == list(range(1, 10))
 
 
 @pytest.mark.timeout(60)
@@ -563,7 +588,8 @@ def test_stop_returns_after_context_closed_and_naks_written(server, nc, js, stre
     contexts.append(cons.consume(handler))
     started.set()
     assert contexts[0].wait(10), "consume() did not close after stop() from its handler"
-    assert stop_took and stop_took[0] < 0.5, f"stop() inside the handler took {stop_took}"
+    # at once, not after the wait for the close (5 s) a stop() from another thread makes
+    assert stop_took and stop_took[0] < 2.5, f"stop() inside the handler took {stop_took}"
 
 
 class _ErrorRecords(logging.Handler):

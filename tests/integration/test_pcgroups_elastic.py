@@ -94,13 +94,25 @@ class Recorder:
         self.lock = threading.Lock()
         self.acked: Dict[str, Dict[str, List[int]]] = defaultdict(lambda: defaultdict(list))
         self.unconfirmed: Set[int] = set()  # handled by the killed process, ack not confirmed
+        self.in_hand = 0  # handlers between taking a message and recording it
 
     def handler(self, instance: str):
         def handle(msg: jss.Msg) -> None:
-            msg.ack_sync()
             with self.lock:
-                self.acked[instance][jss.strip_partition(msg.subject)].append(int(msg.data))
+                self.in_hand += 1
+            try:
+                msg.ack_sync()
+                with self.lock:
+                    self.acked[instance][jss.strip_partition(msg.subject)].append(int(msg.data))
+            finally:
+                with self.lock:
+                    self.in_hand -= 1
         return handle
+
+    def idle(self) -> bool:
+        """No handler holds a message it has not recorded yet."""
+        with self.lock:
+            return self.in_hand == 0
 
     def count(self) -> int:
         with self.lock:
@@ -135,6 +147,15 @@ def test_acceptance_elastic_sigkill_and_a_member_added_later(js, server):
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
+
+    def all_acked_and_recorded(published: int) -> bool:
+        """The work-queue stream has taken in all ``published`` (it sources them
+        asynchronously) and holds none of them (acked, so removed); and every
+        handler that acked one has recorded it: a handler records after
+        ack_sync() returns, so the stream can be empty just before then."""
+        state = js.stream_info("ELA-cg").state
+        return state.last_seq >= published and state.messages == 0 and rec.idle()  # in this order
+
     try:
         wait_until(lambda: proc_lines and proc_lines[0] == ["joined"], timeout=15)
         standby = clients[2].jetstream().elastic_group("ELA", "cg").join("b", rec.handler("b-standby"), **opts)
@@ -151,7 +172,7 @@ def test_acceptance_elastic_sigkill_and_a_member_added_later(js, server):
         # dead one; its first message is the dead one's unacked one, redelivered after ack_wait
         # (2 s); plus a pull's expiry (1 s) and room for a loaded machine
         wait_until(lambda: rec.acked["b-standby"], timeout=2.0 + 2.0 + 1.0 + 3.0)
-        wait_until(lambda: js.stream_info("ELA-cg").state.messages == 0, timeout=120)  # every message acked
+        wait_until(lambda: all_acked_and_recorded(total), timeout=120)
 
         confirmed = [int(line[2]) for line in proc_lines if line[0] == "A"]
         handled = [int(line[2]) for line in proc_lines if line[0] == "H"]
@@ -175,7 +196,7 @@ def test_acceptance_elastic_sigkill_and_a_member_added_later(js, server):
         wait_until(lambda: d.partitions and d.consuming, timeout=10)
         for i in range(total, total + 1_000):
             js.publish(f"ela.k{i % keys}", str(i).encode())
-        wait_until(lambda: js.stream_info("ELA-cg").state.messages == 0 and rec.acked["d"], timeout=60)
+        wait_until(lambda: all_acked_and_recorded(total + 1_000) and rec.acked["d"], timeout=60)
         later = [n for n in rec.numbers() if n >= total]
         assert sorted(later) == list(range(total, total + 1_000))  # each once, none lost
         for instance, by_key in rec.acked.items():  # in order per key across the rebalance too

@@ -128,17 +128,18 @@ def test_a_busy_loop_thread_slows_publish_async_only_for_a_bounded_time(js, stre
     subj = f"{stream.name.lower()}.busy"
     conn = js._api.connection  # the loop thread is kept busy from inside
     js.publish(subj, b"warm")  # the reply subscription exists; the subject is known
-    started, busy_over = threading.Event(), threading.Event()
+    started, release, busy_over = threading.Event(), threading.Event(), threading.Event()
 
     def busy():
         started.set()
-        time.sleep(3)  # the loop thread does nothing else meanwhile
+        release.wait(20)  # the loop thread does nothing else meanwhile, until the calls returned
         busy_over.set()
 
     conn.loop_thread.call_soon(busy)
     assert started.wait(5)
     futures = [js.publish_async(subj, b"%d" % i) for i in range(3000)]
     assert not busy_over.is_set()  # the calls did not wait for the loop
+    release.set()
     assert js.publish_async_complete(timeout=30)
     assert [f.result(0).seq for f in futures] == list(range(2, 3002))
 

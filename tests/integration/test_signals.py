@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from ..helpers import publish, wait_until
+from ..helpers import info_once, publish, wait_until
 
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -122,7 +122,8 @@ def test_sigterm_drains_and_acks_before_exit(server, js, stream, subj, cons, tmp
     assert acked, "worker acked nothing"
     assert acked == list(range(1, len(acked) + 1)), f"acked out of order / with gaps: {acked[:10]}…"
 
-    info = settled_info(cons)
+    # the server takes in the acks the ended worker sent on its own time
+    info = info_once(cons, lambda i: i.num_ack_pending == 0 and i.ack_floor.stream_seq == len(acked) == i.delivered.stream_seq)
     # Nothing handed out is left un-acked (no message waits out AckWait).
     # Note: a NAK'd message still counts in num_ack_pending on nats-server
     # (it stays pending, queued for redelivery), so 0 here means the drain
@@ -146,22 +147,6 @@ def test_sigterm_drains_and_acks_before_exit(server, js, stream, subj, cons, tmp
     assert info.delivered.stream_seq == info.ack_floor.stream_seq
     assert not ack_fail, f"acks refused during shutdown: {ack_fail}\nstderr:\n{err}"
     print(f"worker: exit {rc}, acked {len(acked)}, loop ended by itself: {'END' in out}")
-
-
-def settled_info(cons):
-    """The consumer's info once it stopped changing (acks the dying worker
-    sent have been applied): two equal readings 0.1 s apart, within 5 s."""
-    last = [None, None]
-
-    def stable():
-        i = cons.info()
-        key = (i.num_ack_pending, i.ack_floor.stream_seq, i.delivered.stream_seq, i.num_redelivered)
-        same = key == last[0]
-        last[0], last[1] = key, i
-        return same
-
-    wait_until(stable, timeout=5, interval=0.1)
-    return last[1]
 
 
 _FRAMEWORK_WORKER = """

@@ -20,7 +20,7 @@ import jetstream_sync as jss
 from jetstream_sync.__main__ import main as cli_main
 from jetstream_sync.testing import NatsServer
 
-from ..helpers import publish, wait_until
+from ..helpers import info_once, publish, wait_until
 
 
 class Running:
@@ -185,7 +185,7 @@ def test_stop_drains_the_buffer_and_every_message_is_handled_once(nc, js, stream
     run.worker.stop()
     assert run.wait(10) == 0 and time.monotonic() - t0 < 5
     first = sum(handled.values())
-    info = cons.info()
+    info = info_once(cons, lambda i: i.num_ack_pending == 0)  # the server takes the last acks in on its own time
     assert info.num_ack_pending == 0  # what was received was handled and acked, nothing left in limbo
     assert first + info.num_pending == 300
     assert first > 20  # the buffered messages were handed out after stop(), not given back
@@ -213,7 +213,7 @@ def test_a_stuck_handler_does_not_hold_the_stop_beyond_shutdown_timeout(nc, js, 
     t0 = time.monotonic()
     worker.stop()
     assert run.wait(5) == 0
-    assert time.monotonic() - t0 < 2.0
+    assert time.monotonic() - t0 < 5.0  # shutdown_timeout (1 s), not the handler's 10 s
     assert any("still running" in r.getMessage() for r in worker_records(caplog))
     # The buffered messages were NAK'd, not left to AckWait (30 s): a new worker gets
     # them at once; the stuck one is acked by its handler, late, on the open client.
@@ -398,7 +398,8 @@ def test_a_consumer_that_would_drop_failures_is_warned_of_and_no_retry_is_promis
     assert any(f"has ack_policy {policy}: {warning}" in m for m in logged), logged
     failed = [m for m in logged if "handler failed" in m]
     assert len(failed) == 1 and failed[0].endswith(fate), failed
-    assert cons.info().num_ack_pending == 0  # indeed nothing is left to redeliver the failed message
+    info = info_once(cons, lambda i: i.num_ack_pending == 0)  # the server takes the ack in on its own time
+    assert info.num_ack_pending == 0  # indeed nothing is left to redeliver the failed message
 
 
 def test_pulls_are_fitted_to_the_consumers_limits(nc, js, stream, subj, caplog):
@@ -459,7 +460,7 @@ def test_the_shutdown_bound_holds_when_the_server_stops_answering(private_server
         took = time.monotonic() - t0
     finally:
         private_server.resume()
-    assert took < 2.0, took  # shutdown_timeout 1 s (a close gets at least 0.5 s), not 5 s and more
+    assert took < 3.5, took  # shutdown_timeout 1 s (a close gets at least 0.5 s), not 5 s and more
     del cons
 
 
@@ -644,7 +645,8 @@ def test_cli_worker_ends_gracefully_on_sigterm_and_logs_no_password(tmp_path):
         assert "worker stats: handled=" in log and "worker stopped: handled=" in log
         done = out.read_text().split()
         assert len(done) == len(set(done))
-        info = cons.info()
+        # the server takes in the acks the ended process sent on its own time
+        info = info_once(cons, lambda i: i.num_ack_pending == 0 and i.num_pending == 200 - len(done))
         assert info.num_ack_pending == 0 and info.num_pending == 200 - len(done)
 
 

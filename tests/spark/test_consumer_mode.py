@@ -11,7 +11,7 @@ import pytest
 import jetstream_sync as jss
 from jetstream_sync.testing import wait_until
 
-from ..helpers import publish
+from ..helpers import info_once, publish
 
 pytestmark = pytest.mark.spark
 
@@ -53,7 +53,12 @@ def test_work_queue_batch_that_fails_is_redelivered_and_the_stream_drains(spark,
     with pytest.raises(Exception, match="simulated failure"):
         query.awaitTermination(120)
     assert not flag.exists()
-    left = js.stream_info(stream_name).state.messages
+
+    def acked_some():  # the server takes the acks (sent and flushed) in on its own time
+        left = js.stream_info(stream_name).state.messages
+        return (left,) if left < N else None
+
+    (left,) = wait_until(acked_some, timeout=10)
     assert 0 < left < N  # the committed batches were acked and removed; the failed one was not
 
     # Restart from the checkpoint: the failed batch's messages come back after AckWait (3 s).
@@ -89,7 +94,8 @@ def test_interest_stream_available_now_reads_everything_once_and_acks(spark, ser
     assert query.awaitTermination(120)
     seqs = sorted(r.seq for r in spark.read.parquet(str(tmp_path / "sink")).select("seq").collect())
     assert seqs == list(range(1, 3001))
-    info = js.consumer_info(stream_name, "spark")
+    # the acks were sent and flushed before the query ended; the server takes them in on its own time
+    info = info_once(js.consumer(stream_name, "spark"), lambda i: i.num_pending == 0 and i.num_ack_pending == 0)
     assert info.num_pending == 0 and info.num_ack_pending == 0  # the last batch too: acked before the query ended
     assert js.stream_info(stream_name).state.messages == 0  # interest retention: acked by its only consumer
 

@@ -203,6 +203,7 @@ def test_work_queue_consumer_mode_survives_a_worker_killed_mid_batch(cluster, cs
     )  # fmt: skip
     sink = _to_parquet_with_a_worker_killed(cluster, cspark, reader, tmp_path, at, trap_batch=(at - 1) // per_batch)
     _exactly_once(cspark, sink, n)  # at least once is the promise; the retried task had the same rows
-    assert js.stream_info(stream_name).state.messages == 0  # every batch acked, the last one too
+    # every batch acked, the last one too (sent and flushed; the server takes acks in on its own time)
+    wait_until(lambda: js.stream_info(stream_name).state.messages == 0, timeout=10)
     info = js.consumer_info(stream_name, "spark")
     assert info.num_pending == 0 and info.num_ack_pending == 0

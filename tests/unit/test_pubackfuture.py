@@ -39,9 +39,15 @@ def test_exception_set_before_anyone_waits():
 def test_waiting_thread_is_woken_and_kicks_the_publisher():
     pub = Publisher()
     f = PubAckFuture(pub)
-    t = threading.Timer(0.05, f.set_result, args=("late",))
-    t.start()
-    assert f.result(timeout=5) == "late"
+
+    def resolve_once_waited_on():  # a result set before the wait began would need no kick
+        deadline = time.monotonic() + 5
+        while not pub.kicks and time.monotonic() < deadline:
+            time.sleep(0.001)
+        f.set_result("late")
+
+    threading.Thread(target=resolve_once_waited_on, daemon=True).start()
+    assert f.result(timeout=10) == "late"
     assert pub.kicks == 1
     with pytest.raises(concurrent.futures.TimeoutError):
         PubAckFuture(pub).result(timeout=0.01)
