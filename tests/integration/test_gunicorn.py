@@ -11,8 +11,10 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -131,6 +133,46 @@ def app(environ, start_response):
 """
 
 
+@contextlib.contextmanager
+def slow_handshake(target_port: int, hold: float) -> Iterator[Tuple[int, threading.Event]]:
+    """A loopback port that forwards to ``target_port`` but holds each new
+    connection ``hold`` seconds first (a server slow to answer a connect):
+    (port, an event set once the first connection is being held)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    holding = threading.Event()
+    closing = threading.Event()
+
+    def pipe(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def serve(conn: socket.socket) -> None:
+        holding.set()
+        if closing.wait(hold):
+            conn.close()
+            return
+        upstream = socket.create_connection(("127.0.0.1", target_port), timeout=5)
+        upstream.settimeout(None)
+        threading.Thread(target=pipe, args=(upstream, conn), daemon=True).start()
+        pipe(conn, upstream)
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = listener.accept()
+                threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield listener.getsockname()[1], holding
+    finally:
+        closing.set()
+        listener.close()
+
+
 @pytest.mark.timeout(120)
 def test_gevent_preload_lock_made_at_import_deadlocks_where_shared_client_works(server, tmp_path):
     """The two `def client()` blocks of docs/threads-processes.md, under
@@ -147,10 +189,16 @@ def test_gevent_preload_lock_made_at_import_deadlocks_where_shared_client_works(
         (work / "lock_app.py").write_text(LOCK_APP.format(block=block))
         # --timeout 120: the arbiter must not replace a hung worker while this looks at it.
         args = ["--preload", "-w", "1", *WORKER_ARGS["gevent"], "--timeout", "120", "--chdir", str(work), "lock_app:app"]
-        with gunicorn(work, args, {"NATS_URL": server.url}, "/health") as (proc, port, log):
-            with ThreadPoolExecutor(16) as pool:  # concurrent first requests: one holds the lock in connect()
-                served[name] = sum(pool.map(lambda i: answered(port, f"/r{i}", timeout=5), range(requests)))
-            served[name + " after"] = answered(port, "/health", timeout=2)
+        # The first request's connect() is held 1 s (within the 2 s connect
+        # timeout): the others come while it is in progress, whatever the load.
+        with slow_handshake(server.port, hold=1.0) as (nats_port, holding):
+            env = {"NATS_URL": f"nats://127.0.0.1:{nats_port}"}
+            with gunicorn(work, args, env, "/health") as (proc, port, log), ThreadPoolExecutor(16) as pool:
+                first = pool.submit(answered, port, "/r0", timeout=10)
+                assert holding.wait(10), "the first request never connected"
+                rest = pool.map(lambda i: answered(port, f"/r{i}", timeout=10), range(1, requests))
+                served[name] = first.result() + sum(rest)
+                served[name + " after"] = answered(port, "/health", timeout=2)
         logs[name] = log.read()[-3000:]
     assert served["shared"] == 300 and served["shared after"], logs["shared"]
     assert served["locked"] < 16 and not served["locked after"], served  # hung: not even the probe is answered
