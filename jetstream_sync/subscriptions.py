@@ -86,6 +86,11 @@ class _Subscription:
             self._js.delete_consumer(self.stream, self.consumer)
         except errors.NotFoundError:
             pass  # gone already (an ephemeral that timed out, or deleted by hand)
+        except errors.ConnectionClosedError:
+            # The client closed meanwhile: as after a close, nothing is deleted
+            # (an ephemeral goes with its inactive threshold).
+            _log.debug("consumer %s/%s not deleted: the client closed", self.stream, self.consumer,
+                       extra=log_fields(stream=self.stream, consumer=self.consumer))
         self._created = False
 
     def __enter__(self) -> Any:
@@ -264,9 +269,18 @@ class PushSubscription(_Subscription):
         self._ctx.drain()
         if self._caller is not None and threading.current_thread() is self._caller.thread:
             # Waiting here would hold up the very callbacks drain() waits for.
-            threading.Thread(target=self._finish_drain, args=(t,), name="jss-drain", daemon=True).start()
+            threading.Thread(target=self._finish_drain_behind, args=(t,), name="jss-drain", daemon=True).start()
             return False
         return self._finish_drain(t)
+
+    def _finish_drain_behind(self, t: float) -> None:
+        """The end of a drain called from the callback: nobody waits for it, so
+        what fails is logged (the consumer not deleted: a timeout, no JetStream)."""
+        try:
+            self._finish_drain(t)
+        except errors.JetStreamError as exc:
+            _log.warning("draining the subscription on %r: %s", self.subject, exc,
+                         extra=log_fields(stream=self.stream, consumer=self.consumer))
 
     def _finish_drain(self, t: float) -> bool:
 

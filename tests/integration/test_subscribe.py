@@ -765,3 +765,43 @@ def test_drain_from_the_callback_calls_back_the_rest(js, quux, created):
     else:
         wait_until(lambda: js.consumer_info(quux, "cbd").ack_floor.stream_seq == len(handled), timeout=10)
         assert handled == list(range(1, js.consumer_info(quux, "cbd").delivered.stream_seq + 1))
+
+
+def test_a_drain_from_the_callback_ends_quietly_when_the_client_closes_meanwhile(server, js, quux, monkeypatch):
+    """The end of such a drain runs in a thread of its own; the client closed
+    before it deleted the consumer: nothing is deleted (as after a close) and
+    the thread ends without an unhandled exception."""
+    from jetstream_sync._core.jsapi import JsApi
+
+    real = JsApi.delete_consumer
+    reached, closed = threading.Event(), threading.Event()
+
+    def delete_after_the_close(self, *args, **kwargs):
+        reached.set()
+        closed.wait(10)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(JsApi, "delete_consumer", delete_after_the_close)
+    unhandled = []
+    monkeypatch.setattr(threading, "excepthook", unhandled.append)
+    publish(js, "quux", 5)
+    other = jss.connect(server.url)
+    holder, subscribed, drained = {}, threading.Event(), []
+
+    def cb(msg):
+        subscribed.wait(5)
+        if not drained:
+            drained.append(holder["sub"].drain(timeout=10))  # from the callback: its end runs behind
+
+    holder["sub"] = other.jetstream().subscribe("quux", cb=cb)
+    subscribed.set()
+    assert reached.wait(10)
+    ender = [t for t in threading.enumerate() if t.name == "jss-drain"]
+    other.close()
+    closed.set()
+    for t in ender:
+        t.join(10)
+    assert not any(t.is_alive() for t in ender)
+    assert drained == [False]
+    assert [args.exc_value for args in unhandled] == []
+    assert len(js.consumer_names(quux)) == 1  # not deleted: its inactive threshold removes it
