@@ -513,8 +513,9 @@ def test_a_handler_whose_body_never_runs_is_not_acked(nc, js, stream, subj, cons
 
 
 RETRYING_WORKER = """
-import logging, sys
+import faulthandler, logging, signal, sys
 import jetstream_sync as jss
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for the stacks of a hung worker
 logging.basicConfig(level=logging.INFO)
 options = {{"retry_on_failed_connect": True, "reconnect_time_wait": 0.2, "max_reconnect_attempts": -1}}
 sys.exit(jss.run_worker(print, servers={url!r}, stream="S", consumer="C", connect_options=options))
@@ -533,7 +534,13 @@ def test_a_signal_while_connecting_stops_the_worker_at_once(tmp_path, sig):
         wait_until(lambda: "worker: connecting to" in log_path.read_text(), timeout=15)
         t0 = time.monotonic()
         proc.send_signal(sig)
-        proc.wait(timeout=5)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGUSR1)  # its threads' stacks, into the log
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=2)
+            pytest.fail(f"the worker still ran 5 s after signal {int(sig)}; its log and stacks:\n{log_path.read_text()}")
         took = time.monotonic() - t0
     log = log_path.read_text()
     assert proc.returncode == 0, log  # stopped as asked, nothing was received
