@@ -167,6 +167,24 @@ class JsApi(JsPublisher):
             resp.setdefault("state", {})["subjects"] = subjects
         return StreamInfo.from_response(resp)
 
+    def confirm_missing(self, stream: str, exc: errors.JetStreamError, what: str) -> errors.JetStreamError:
+        """What ``exc`` — StreamNotFoundError, or NoRespondersError from the
+        stream's subjects or a direct get — means for ``stream``: the
+        StreamNotFoundError of the server when it says the stream does not
+        exist (asked now, within the API timeout); otherwise a
+        NoRespondersError saying ``what``'s stream did not answer. Nothing
+        answers a stream while its server restarts or its leader moves: that
+        is no proof it is gone."""
+        if isinstance(exc, errors.StreamNotFoundError):
+            return exc
+        try:
+            self.request(f"STREAM.INFO.{options.validate_name('stream', stream)}", about=f"stream {stream!r}")
+        except errors.StreamNotFoundError as gone:
+            return gone
+        except errors.JetStreamError as other:  # JetStream not answering either
+            return errors.NoRespondersError(f"{what}: its stream {stream!r} did not answer ({exc}; then {other})")
+        return errors.NoRespondersError(f"{what}: its stream {stream!r} did not answer ({exc})")
+
     def delete_stream(self, name: str) -> None:
         """Delete a stream and all its messages and consumers."""
         self.request(f"STREAM.DELETE.{options.validate_name('stream', name)}", about=f"stream {name!r}")

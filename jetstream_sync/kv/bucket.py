@@ -129,12 +129,16 @@ class KeyValue:
         """Store ``value`` under ``key``; returns its revision."""
         return self._write(key, self._codecs.encode_value(value), None, None)
 
-    def _gone(self, exc: BaseException) -> BaseException:
-        """The error for a bucket deleted under this handle (no stream, or
-        nothing captures its subjects); JetStream being off stays what it is."""
+    def _gone(self, exc: errors.JetStreamError) -> BaseException:
+        """The error for one of ``_GONE``: BucketNotFoundError once the server
+        says the bucket's stream does not exist, else NoRespondersError (a
+        restart, a leader moving); JetStream being off stays what it is."""
         if isinstance(exc, (errors.JetStreamNotEnabledError, errors.BucketNotFoundError)):
             return exc
-        return errors.BucketNotFoundError(404, errors.ErrorCode.STREAM_NOT_FOUND, f"bucket {self.bucket!r} not found ({exc})")
+        found = self._js.confirm_missing(self.stream_name, exc, f"bucket {self.bucket!r}")
+        if isinstance(found, errors.StreamNotFoundError):
+            return errors.BucketNotFoundError(found.code, found.err_code, f"bucket {self.bucket!r} not found ({found})")
+        return found
 
     def create(self, key: str, value: Union[bytes, str], *, ttl: Optional[float] = None) -> int:
         """Store ``value`` only if ``key`` has none (never put, or deleted or
@@ -373,7 +377,8 @@ class KeyValue:
             raise self._gone(exc) from exc
 
 
-# A deleted bucket shows as a missing stream, or as nobody answering its subjects.
+# A deleted bucket shows as a missing stream, or as nobody answering its
+# subjects; the latter also while its server restarts (``_gone`` tells).
 _GONE = (errors.StreamNotFoundError, errors.NoRespondersError)
 
 

@@ -1112,3 +1112,57 @@ def test_a_bucket_through_an_imported_api_prefix(tmp_path):
                 with pytest.raises(jss.KeyNotFoundError):
                     kv1.get("map")
                 assert kv2.create("map", b"again") > rev
+
+
+@pytest.mark.timeout(180)
+def test_puts_and_gets_across_server_restarts_never_say_the_bucket_is_gone(private_server):
+    """While its server restarts, nothing answers a bucket's subjects for a
+    moment: no proof that the bucket is gone. 5 restarts with the store kept,
+    a thread putting and getting all along: errors are NoRespondersError,
+    TimeoutError or connection errors, never BucketNotFoundError, and every
+    acknowledged put is there afterwards."""
+    nc = jss.connect(private_server.url, **RECONNECT)
+    try:
+        js = nc.jetstream(timeout=2)
+        kv = js.create_key_value("RESTARTS", history=64)
+        acked, seen, stop = [], [], threading.Event()
+
+        def put_and_get():
+            i = 0
+            while not stop.is_set():
+                i += 1
+                key, value = f"k{i % 8}", b"%d" % i
+                try:
+                    acked.append((key, kv.put(key, value), value))
+                    kv.get(key)
+                except jss.JetStreamError as exc:
+                    seen.append(exc)
+
+        worker = Bounded(put_and_get, "put-and-get")
+        for _ in range(5):
+            before = len(acked)
+            wait_until(lambda: len(acked) >= before + 20, timeout=30)  # working again since the last restart
+            private_server.restart()
+        after = len(acked)
+        wait_until(lambda: len(acked) >= after + 20, timeout=30)
+        stop.set()
+        worker.join(30)
+        assert worker.finished and worker.error is None
+        assert [e for e in seen if isinstance(e, jss.BucketNotFoundError)] == []
+        allowed = (jss.NoRespondersError, jss.TimeoutError, jss.ConnectionClosedError)
+        assert [e for e in seen if not isinstance(e, allowed)] == []
+        for key, revision, value in acked:
+            assert kv.get(key, revision=revision).value == value
+    finally:
+        nc.close()
+
+
+@pytest.mark.parametrize("how", ["get", "get_revision", "put"])
+def test_a_bucket_deleted_by_another_client_says_so_to_the_next_call(server, js, how):
+    kv = js.create_key_value(f"DEL_{how.upper()}")
+    kv.put("a", b"1")
+    with jss.connect(server.url) as other:
+        other.jetstream().delete_key_value(kv.bucket)
+    call = {"get": lambda: kv.get("a"), "get_revision": lambda: kv.get("a", revision=1), "put": lambda: kv.put("a", b"2")}
+    with pytest.raises(jss.BucketNotFoundError, match="not found"):
+        call[how]()
