@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 from typing import TYPE_CHECKING, Iterator
 
 import pytest
@@ -26,6 +27,13 @@ if TYPE_CHECKING:
 pytest_plugins = ["jetstream_sync.testing.plugin"]
 
 _names = itertools.count(1)
+
+# A run started in the background (`pytest &` in a script, CI runners that do
+# so) inherits an ignored SIGINT, and so would the processes the Ctrl-C tests
+# start (Python and the worker leave an ignored SIGINT alone, as they should).
+# Those tests check what Ctrl-C in a terminal does: give SIGINT back its default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
