@@ -441,3 +441,15 @@ def survivors_of_sigkill(proc, pids, timeout: float = 10.0) -> list:
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     return left
+
+
+def jetstream_answers(js) -> bool:
+    """JetStream answers an API request on this connection (a fresh cluster's
+    servers answer INFO before their JetStream does)."""
+    from jetstream_sync import JetStreamError
+
+    try:
+        js.account_info()
+        return True
+    except JetStreamError:
+        return False

@@ -3,6 +3,7 @@ that `pip install jetstream-sync` brings to pytest (no conftest needed)."""
 
 import json
 
+import jetstream_sync as jss
 from jetstream_sync.testing import wait_for_ack_floor
 from totals import Totals
 
@@ -43,3 +44,16 @@ def test_the_handler_goes_on_after_a_server_restart(nats_server, client):
     finally:
         handling.stop()
     assert totals.by_customer() == {"ann": 6}
+
+
+def test_orders_are_kept_on_three_servers(nats_cluster):
+    cluster = nats_cluster(3)
+    cluster.wait_for_meta_leader()
+    with jss.connect(cluster.servers[0].url) as nc:
+        js = nc.jetstream()
+        js.create_stream(name="ORDERS", subjects=["orders.>"], num_replicas=3)
+        # At once: the stream's leader may not be known on this server yet;
+        # a publish that meets "no responders" is tried again.
+        ack = publish_orders(js, [("ann", 5), ("bob", 7)])
+        assert (ack.stream, ack.seq) == ("ORDERS", 2)
+        assert js.stream_info("ORDERS").cluster.leader in cluster.names

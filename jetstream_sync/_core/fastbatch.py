@@ -129,10 +129,9 @@ class FastBatch:
             if seq == 1:
                 self._subscribe()
                 self._first_subject = subject
-            self._send(subject, payload, headers, hdr, seq, _START if seq == 1 else _APPEND)
-            if seq == 1:
-                self._wait(lambda: self.flow_acks >= 1, "its first flow ack")  # it acks "seq 0" with the flow to use
+                self._start(subject, payload, headers, hdr)
             else:
+                self._send(subject, payload, headers, hdr, seq, _APPEND)
                 self._wait(lambda: self._ack_seq + self._flow * self._opts.max_outstanding_acks > seq, "a flow ack")
             self._report_notices()
             if self._refused is not None and not self._opts.continue_on_gap:
@@ -243,9 +242,26 @@ class FastBatch:
         self._span_ended(ack, None)
         return ack
 
-    def _wait(self, ready: Any, what: str) -> None:
+    def _start(self, subject: str, payload: bytes, headers: Optional[Dict[str, str]], hdr: bytes) -> None:
+        """Send the first message and wait for its flow ack (it acks "seq 0"
+        with the flow to use). "No responders" (a stream just made, its leader
+        moving) is tried again as a publish is (the options' ``retry``), within ack_timeout."""
+        attempts, wait = self._opts.retry
+        deadline = time.monotonic() + self._opts.ack_timeout
+        tried = 0
+        while True:
+            self._send(subject, payload, headers, hdr, 1, _START)
+            last = not (attempts < 0 or tried < attempts) or time.monotonic() + wait >= deadline
+            if self._wait(lambda: self.flow_acks >= 1, "its first flow ack", unanswered_again=not last):
+                return
+            tried += 1
+            time.sleep(wait)
+
+    def _wait(self, ready: Any, what: str, unanswered_again: bool = False) -> bool:
         """Wait until ``ready()`` or the batch ended, pinging every third of
-        ``ack_timeout`` for lost acks; FastBatchError after ``ack_timeout``."""
+        ``ack_timeout`` for lost acks; FastBatchError after ``ack_timeout``.
+        ``unanswered_again``: the first message met "no responders": return
+        False (to send it again) instead of failing. True otherwise."""
         timeout = self._opts.ack_timeout
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -260,6 +276,11 @@ class FastBatch:
                 if self._cond.wait(min(left, timeout / 3)):
                     continue
             self._ping()  # not holding _cond: the publish may wait for room, and the loop needs _cond to record acks
+        with self._cond:
+            final = self._final
+            if unanswered_again and final is not None and not self.flow_acks and (final.get("error") or {}).get("code") == 503:
+                self._final = None
+                return False
         if self._final is None and not ready():
             if self._conn_closed:
                 raise self._closed_error() from errors.ConnectionClosedError("the connection closed")
@@ -277,6 +298,7 @@ class FastBatch:
                 f"fast batch {self.batch_id} was ended by the server; {stored} of {self.size} messages stored",
                 self.batch_id, stored, sent=self.size,
             )  # fmt: skip
+        return True
 
     def _unconfirmed(self) -> str:
         """What is known stored when the server did not say: what the flow acks confirmed."""

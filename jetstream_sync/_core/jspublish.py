@@ -4,8 +4,10 @@ counters. The base of the public JetStream context and of
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import json
+import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from .. import errors, options
@@ -15,6 +17,7 @@ from .connection import Connection
 from .fastbatch import FastBatch
 from . import otel
 from .features import require
+from .nats_errors import translate
 from .nuid import next_nuid
 from .publish import check_publish, known_subject
 
@@ -48,6 +51,8 @@ class JsPublisher:
         expected_last_subject_seq_subject: Optional[str] = None,
         msg_ttl: Optional[float] = None,
         timeout: Union[float, DefaultType] = DEFAULT,
+        retry_attempts: Optional[int] = None,
+        retry_wait: Optional[float] = None,
     ) -> PubAck:
         """Publish to a stream and wait for its acknowledgement.
 
@@ -57,21 +62,28 @@ class JsPublisher:
         APIError (``expected_last_subject_seq_subject`` checks the last
         sequence of another subject, wildcards allowed). ``msg_ttl`` (seconds,
         at least 1; the stream needs ``allow_msg_ttl``) removes the message
-        after that long (ADR-43). A "no responders" reply is retried twice (ADR-22).
+        after that long (ADR-43).
+
+        "No responders" (no stream took the subject: it was just created, its
+        leader is moving, its server restarts) is tried again ``retry_attempts``
+        times (default 2; -1: until ``timeout``), ``retry_wait`` seconds apart
+        (default 0.25), within ``timeout``; then NoRespondersError. A retry is
+        the same message, ``Nats-Msg-Id`` included.
         """
         conn = self._conn
         conn.loop_thread.check_usable()  # a blocking call: never on the loop thread
+        retry = options.publish_retry(retry_attempts, retry_wait)
         t, payload, hdrs, hdr = self._prepare(
             subject, data, timeout, headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
             expected_last_msg_id, expected_last_subject_seq_subject, msg_ttl,
         )  # fmt: skip
         if (tr := otel.active) is not None:  # traced: through the headers path, the span ends with the PubAck
             with tr.send(subject, payload, hdrs, conn.max_payload) as (span, hdrs, hdr):
-                ack = conn.publisher().publish_and_wait(subject, payload, hdrs, hdr, t)
+                ack = conn.publisher().publish_and_wait(subject, payload, hdrs, hdr, t, retry)
             tr.puback(span, ack)
             return ack  # type: ignore[no-any-return]
         # The same wire path as publish_async (no task per call).
-        return conn.publisher().publish_and_wait(subject, payload, hdrs, hdr, t)  # type: ignore[no-any-return]
+        return conn.publisher().publish_and_wait(subject, payload, hdrs, hdr, t, retry)  # type: ignore[no-any-return]
 
     def publish_async(
         self,
@@ -87,6 +99,8 @@ class JsPublisher:
         expected_last_subject_seq_subject: Optional[str] = None,
         msg_ttl: Optional[float] = None,
         timeout: Union[float, DefaultType] = DEFAULT,
+        retry_attempts: Optional[int] = None,
+        retry_wait: Optional[float] = None,
     ) -> "concurrent.futures.Future[PubAck]":
         """Publish without waiting; the Future resolves to the PubAck.
 
@@ -96,6 +110,8 @@ class JsPublisher:
         queues faster than the loop thread can send (it needs the GIL too) also
         pauses now and then until the loop has sent: at most 50 ms per 1,024
         queued publishes. Use :meth:`publish_async_complete` to wait for all of them.
+        ``timeout`` bounds each publish until its PubAck; "no responders" is
+        tried again as by :meth:`publish` (``retry_attempts``, ``retry_wait``).
         """
         if (
             type(data) is bytes
@@ -109,6 +125,8 @@ class JsPublisher:
             and expected_last_subject_seq_subject is None
             and msg_ttl is None
             and timeout is DEFAULT
+            and retry_attempts is None
+            and retry_wait is None
             and known_subject(subject)
             and otel.active is None
         ):  # the usual call: a subject already checked, bytes, no options (_prepare's checks, in short)
@@ -116,16 +134,17 @@ class JsPublisher:
             conn.check()
             if len(data) <= conn.max_payload:
                 return conn.publisher().publish(subject, data, None, b"", self.timeout)
+        retry = options.publish_retry(retry_attempts, retry_wait)
         t, payload, hdrs, hdr = self._prepare(
             subject, data, timeout, headers, msg_id, expected_stream, expected_last_seq, expected_last_subject_seq,
             expected_last_msg_id, expected_last_subject_seq_subject, msg_ttl,
         )  # fmt: skip
         if (tr := otel.active) is not None:  # traced: the span ends when the Future resolves (PubAck or error)
             with tr.send(subject, payload, hdrs, self._conn.max_payload) as (span, hdrs, hdr):
-                fut = self._conn.publisher().publish(subject, payload, hdrs, hdr, t)
+                fut = self._conn.publisher().publish(subject, payload, hdrs, hdr, t, retry=retry)
             tr.puback_future(span, fut)
             return fut
-        return self._conn.publisher().publish(subject, payload, hdrs, hdr, t)
+        return self._conn.publisher().publish(subject, payload, hdrs, hdr, t, retry=retry)
 
     def _prepare(
         self, subject: str, data: Union[bytes, str], timeout: Union[float, DefaultType], headers: Optional[Dict[str, str]],
@@ -140,19 +159,25 @@ class JsPublisher:
         payload = data if type(data) is bytes else as_bytes(data)
         return t, payload, hdrs, check_publish(conn, subject, payload, hdrs)
 
-    def publish_batch(self, messages: Iterable[BatchItem], *, timeout: Union[float, DefaultType] = DEFAULT) -> PubAck:
+    def publish_batch(
+        self, messages: Iterable[BatchItem], *, timeout: Union[float, DefaultType] = DEFAULT,
+        retry_attempts: Optional[int] = None, retry_wait: Optional[float] = None,
+    ) -> PubAck:
         """Atomic batch publish (ADR-50; the stream needs ``allow_atomic``,
         server 2.12+): every message is stored, or none.
 
         ``messages`` are ``(subject, data)`` or ``(subject, data, headers)``
         tuples, 1 to 1000 of them (the server's limit), all checked before
         anything is sent. Returns the PubAck of the commit (``batch_id``,
-        ``batch_size``); a refused batch raises APIError.
+        ``batch_size``); a refused batch raises APIError. A commit that met
+        "no responders" stored nothing: the whole batch is sent again, under a
+        new batch id, as :meth:`publish` retries (``retry_attempts``, ``retry_wait``).
         """
         conn = self._conn
         conn.check()
         conn.loop_thread.check_usable()
         t = options.timeout_or_default("timeout", timeout, self.timeout)
+        retry = options.publish_retry(retry_attempts, retry_wait) or (options.RETRY_ATTEMPTS, options.RETRY_WAIT)
         items = options.batch_items(messages)
         batch_id = next_nuid()
         prepared = []
@@ -166,31 +191,51 @@ class JsPublisher:
             check_publish(conn, subject, payload, hdrs)
             prepared.append((subject, payload, hdrs))
         if (tr := otel.active) is None:
-            return self._send_batch(prepared, batch_id, t)
+            return self._send_batch(prepared, batch_id, t, retry)
         # traced: one send span for the batch, whose context every message carries
         with tr.send_batch([subject for subject, _, _ in prepared], batch_id) as (span, trace_headers):
             for subject, payload, hdrs in prepared:
                 hdrs.update(trace_headers)
                 check_publish(conn, subject, payload, hdrs)  # still within max_payload
-            ack = self._send_batch(prepared, batch_id, t)
+            ack = self._send_batch(prepared, batch_id, t, retry)
         tr.puback(span, ack)
         return ack
 
-    def _send_batch(self, prepared: List[Tuple[str, bytes, Dict[str, str]]], batch_id: str, t: float) -> PubAck:
+    def _send_batch(
+        self, prepared: List[Tuple[str, bytes, Dict[str, str]]], batch_id: str, t: float, retry: Tuple[int, float]
+    ) -> PubAck:
         try:
-            resp = self._conn.run(self._apublish_batch(prepared, t), t + 1.0)
+            resp = self._conn.run(self._apublish_batch(prepared, t, retry), t + 1.0)
         except errors.TimeoutError as exc:
             raise self._conn.timed_out(
                 f"atomic batch {batch_id} of {len(prepared)} messages: no answer to its commit within {t}s"
             ) from exc
         return PubAck.from_response(resp)
 
-    async def _apublish_batch(self, prepared: List[Tuple[str, bytes, Dict[str, str]]], timeout: float) -> Dict[str, Any]:
+    async def _apublish_batch(
+        self, prepared: List[Tuple[str, bytes, Dict[str, str]]], timeout: float, retry: Tuple[int, float]
+    ) -> Dict[str, Any]:
         conn = self._conn
-        for subject, payload, hdrs in prepared[:-1]:
-            await conn.apublish(subject, payload, headers=hdrs)
-        subject, payload, hdrs = prepared[-1]
-        msg = await conn.request(subject, payload, timeout, headers=hdrs)
+        attempts, wait = retry
+        deadline = time.monotonic() + timeout
+        tried = 0
+        while True:
+            for subject, payload, hdrs in prepared[:-1]:
+                await conn.apublish(subject, payload, headers=hdrs)
+            subject, payload, hdrs = prepared[-1]
+            try:
+                msg = await conn.request(subject, payload, max(deadline - time.monotonic(), 0.001), headers=hdrs)
+                break
+            except Exception as exc:
+                if not isinstance(translate(exc), errors.NoRespondersError):
+                    raise
+                if not ((attempts < 0 or tried < attempts) and time.monotonic() + wait < deadline):
+                    raise
+            tried += 1
+            await asyncio.sleep(wait)
+            batch_id = next_nuid()  # a batch the stream may have begun, missing its start, is left to expire
+            for _, _, hdrs in prepared:
+                hdrs["Nats-Batch-Id"] = batch_id
         resp: Dict[str, Any] = json.loads(msg.data)
         if resp.get("error"):
             raise errors.APIError.from_error(resp["error"])
@@ -250,6 +295,8 @@ class JsPublisher:
         ack_timeout: Union[float, DefaultType] = DEFAULT,
         continue_on_gap: bool = False,
         error_handler: Optional[Callable[[BaseException], Any]] = None,
+        retry_attempts: Optional[int] = None,
+        retry_wait: Optional[float] = None,
     ) -> FastBatch:
         """A fast-ingest batch (ADR-50; the stream needs ``allow_batched``,
         server 2.14+): any number of messages, flow-controlled by the
@@ -264,10 +311,14 @@ class JsPublisher:
         without gaps and ends the batch at the first refused message with
         FastBatchError; ``True`` goes on past lost or refused messages.
         ``error_handler`` (called in the publishing thread) gets the
-        server's gap and error notices.
+        server's gap and error notices. The first message is tried again
+        after "no responders" as :meth:`publish` does (``retry_attempts``,
+        ``retry_wait``), within ``ack_timeout``.
         """
         t = options.timeout_or_default("ack_timeout", ack_timeout, self.timeout)
-        opts = options.fast_batch_options(flow, max_outstanding_acks, t, continue_on_gap, error_handler)
+        opts = options.fast_batch_options(
+            flow, max_outstanding_acks, t, continue_on_gap, error_handler, retry_attempts, retry_wait
+        )
         self._conn.check()
         require(self._conn, "fast-ingest batch publish", options.FAST_BATCH_SINCE)
         return FastBatch(self._conn, opts, next_nuid())

@@ -13,11 +13,14 @@ import collections
 import concurrent.futures
 import concurrent.futures._base as _futures_base
 import itertools
+import logging
+import math
 import threading
 import time
-from typing import Any, Callable, Coroutine, Deque, Dict, List, Optional, Protocol, TypeVar, Union, cast
+from typing import Any, Callable, Coroutine, Deque, Dict, List, Optional, Protocol, Tuple, TypeVar, Union, cast
 
 from .. import errors, options
+from .logfields import log_fields
 from .nats_errors import translate
 from .wire import load_speedups, subscription_matches
 from .puback import parse_puback, plain_puback
@@ -58,12 +61,14 @@ class PublisherConnection(Protocol):
 
 __all__ = ["AsyncPublisher", "PubAckFuture", "parse_puback", "RETRY_ATTEMPTS", "RETRY_WAIT"]
 
-# ADR-22: retry a publish that met "no responders" (stream leader moving,
-# server restarting) a couple of times before failing.
-RETRY_ATTEMPTS = 2
-RETRY_WAIT = 0.25
+_log = logging.getLogger("jetstream_sync._connection")  # the logger name users configure
+RETRY_ATTEMPTS, RETRY_WAIT = options.RETRY_ATTEMPTS, options.RETRY_WAIT  # after "no responders" (ADR-22)
 DEFAULT_MAX_PENDING = 4000
 _SWEEP_INTERVAL = 0.1
+# A publish with a Nats-Msg-Id unanswered this long is sent again (the same
+# id: the stream's duplicate window stores it once): a stream leader that
+# moves drops what it had not yet stored without a word.
+RESEND_AFTER = 2.0
 _STARVED = 1024  # queued publishes behind an unsent batch, then the publisher steps aside
 _STEP_ASIDE = 0.05  # at most this long
 _PENDING, _FINISHED = _futures_base.PENDING, _futures_base.FINISHED
@@ -99,6 +104,7 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
         self._hdr = hdr  # the header block, built and checked in the caller's thread
         self._deadline = deadline
         self._attempt = 0
+        # _retry_attempts / _retry_wait: the class's defaults unless the call gave its own
         # Future.__init__ minus the Condition, which _condition makes on demand.
         self._cond: Optional[threading.Condition] = None
         self._state = _PENDING
@@ -109,6 +115,36 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
         self._waiter_list: Optional[List[Any]] = None
         self._callback_list: Optional[List[Callable[["concurrent.futures.Future[PubAck]"], object]]] = None
         self._publisher = publisher
+
+    _retry_attempts = RETRY_ATTEMPTS  # after "no responders"; -1: until the deadline
+    _retry_wait = RETRY_WAIT  # seconds
+    _written_at = math.inf  # a publish its caller wrote: when (the loop's are aged by their tokens)
+
+    def written_now(self) -> None:
+        """Its caller wrote it to the socket just now."""
+        self._written_at = time.monotonic()
+
+    def silent_since(self, since: float) -> bool:
+        """Written by its caller at or before ``since`` (monotonic seconds)."""
+        return self._written_at <= since
+
+    def idempotent(self) -> bool:
+        """It carries a Nats-Msg-Id: sending it again stores it once."""
+        return b"Nats-Msg-Id:" in self._hdr
+
+    def retry_with(self, retry: Optional[Tuple[int, float]]) -> None:
+        """(attempts, wait) after "no responders", if not the defaults (None)."""
+        if retry is not None:
+            self._retry_attempts, self._retry_wait = retry
+
+    def next_try(self) -> Optional[float]:
+        """After "no responders": seconds to wait before it is sent again, or
+        None when its attempts are used up or its deadline comes first."""
+        limit, wait = self._retry_attempts, self._retry_wait
+        if (limit < 0 or self._attempt < limit) and time.monotonic() + wait < self._deadline:
+            self._attempt += 1
+            return wait
+        return None
 
     # Future's methods read and append to these; made under _condition when
     # waiters or callbacks are added (the paths that make them hold it).
@@ -220,6 +256,8 @@ class AsyncPublisher(Batcher):
         self._awaited = "publish acknowledgement" if make_reply is None else "reply"
         self._max = self._check_max(max_pending)
         self._inflight: Dict[bytes, PubAckFuture] = {}
+        self._retrying: Dict[PubAckFuture, asyncio.TimerHandle] = {}  # loop thread: waiting to be sent again
+        self._marks: Deque[Tuple[float, int]] = collections.deque()  # (when, last token) at each sweep
         self._prefix = b""
         self._sid: Optional[int] = None
         self._sweep_handle: Optional[asyncio.TimerHandle] = None
@@ -298,14 +336,17 @@ class AsyncPublisher(Batcher):
         hdr: bytes,
         timeout: float,
         now: bool = False,
+        retry: Optional[Tuple[int, float]] = None,
     ) -> "concurrent.futures.Future[PubAck]":
         """Queue one publish (the caller has checked the connection and the
         arguments). ``now``: the caller is about to wait for it, so send it at
-        once (one wake-up of the loop, not a timer and then a kick)."""
+        once (one wake-up of the loop, not a timer and then a kick).
+        ``retry``: (attempts, wait) after "no responders", if not the defaults."""
         if self._sid is None:
             self._setup()
         deadline = time.monotonic() + timeout
         future = entry = PubAckFuture(self, subject, data, headers, hdr, deadline)
+        entry.retry_with(retry)
         with self._lock:
             if self._submitted - self._completed >= self._max:
                 self.kick_quietly()
@@ -340,7 +381,8 @@ class AsyncPublisher(Batcher):
         return future
 
     def publish_and_wait(
-        self, subject: str, data: bytes, headers: Optional[Dict[str, str]], hdr: bytes, timeout: float
+        self, subject: str, data: bytes, headers: Optional[Dict[str, str]], hdr: bytes, timeout: float,
+        retry: Optional[Tuple[int, float]] = None,
     ) -> Any:
         """A blocking publish (or request): sent at once, behind the acks
         queued before it; the PubAck (or reply) within ``timeout``."""
@@ -349,18 +391,19 @@ class AsyncPublisher(Batcher):
         outbox = conn.outbox
         future: "Optional[concurrent.futures.Future[PubAck]]" = None
         if conn.direct.usable and self._sid is not None:
-            future = self._publish_direct(subject, data, headers, hdr, timeout)
+            future = self._publish_direct(subject, data, headers, hdr, timeout, retry)
         if future is None:
             if outbox.has_queued():
                 outbox.kick()
-            future = self.publish(subject, data, headers, hdr, timeout, now=True)
+            future = self.publish(subject, data, headers, hdr, timeout, now=True, retry=retry)
         try:
             return future.result(timeout + 1.0)  # the sweeper fails it at its deadline first
         except concurrent.futures.TimeoutError:
             raise self.conn.timed_out(f"no {self._awaited} for {subject!r} within {timeout}s") from None
 
     def _publish_direct(
-        self, subject: str, data: bytes, headers: Optional[Dict[str, str]], hdr: bytes, timeout: float
+        self, subject: str, data: bytes, headers: Optional[Dict[str, str]], hdr: bytes, timeout: float,
+        retry: Optional[Tuple[int, float]],
     ) -> Optional[PubAckFuture]:
         """Write the publish from this thread when nothing waits ahead of it
         (this queue, the outbox, the connection's buffers) and none of this
@@ -369,6 +412,8 @@ class AsyncPublisher(Batcher):
         if self._submitted != self._completed or self._queue or conn.outbox.has_queued():
             return None  # busy (read without the locks): no line built, no lock contended for nothing
         entry = PubAckFuture(self, subject, data, headers, hdr, time.monotonic() + timeout)
+        entry.retry_with(retry)
+        entry.written_now()
         token = b"d%d" % next(self._direct_ids)
         line = pub_line(encoded(subject), self._prefix + token, hdr, data)
         direct = conn.direct
@@ -530,14 +575,21 @@ class AsyncPublisher(Batcher):
         if self._make_reply is not None:
             self._fail(entry, errors.NoRespondersError(f"no responders for a request to {entry._subject!r}"))
             return
-        if entry._attempt < RETRY_ATTEMPTS:  # ADR-22: try again shortly
-            entry._attempt += 1
-            asyncio.get_running_loop().call_later(RETRY_WAIT, self._resend, entry)
+        # ADR-22: the stream may be moving (a new leader, a restart, just
+        # created): try again shortly, as long as the call's deadline allows.
+        wait = entry.next_try()
+        if wait is not None:
+            self._retrying[entry] = asyncio.get_running_loop().call_later(wait, self._resend, entry)
             return
-        self._fail(entry, errors.NoRespondersError(f"no stream answered a publish to {entry._subject!r}"))
+        tries = entry._attempt + 1
+        self._fail(entry, errors.NoRespondersError(
+            f"no stream answered a publish to {entry._subject!r} ({tries} attempt{'s' if tries > 1 else ''})"
+        ))  # fmt: skip
 
     def _resend(self, entry: PubAckFuture) -> None:
-        self._queue.appendleft(entry)
+        if self._retrying.pop(entry, None) is None:
+            return  # failed meanwhile (the connection closed)
+        self._queue.appendleft(entry)  # the same message, Nats-Msg-Id included
         self.kick_quietly()
 
     def _sweep(self) -> None:
@@ -549,8 +601,34 @@ class AsyncPublisher(Batcher):
         for token in expired:
             entry = self._inflight.pop(token)
             self._fail(entry, self.conn.timed_out(f"no {self._awaited} for {entry._subject!r}"))
+        if self._make_reply is None and self._inflight:
+            self._resend_silent(now)
         if self._inflight:
             self._sweep_handle = asyncio.get_running_loop().call_later(_SWEEP_INTERVAL, self._sweep)
+
+    def _resend_silent(self, now: float) -> None:
+        """Send again the publishes with a Nats-Msg-Id unanswered for RESEND_AFTER seconds."""
+        marks, since = self._marks, now - RESEND_AFTER
+        marks.append((now, self._next_id))
+        while len(marks) > 1 and marks[1][0] <= since:
+            marks.popleft()
+        old_upto = marks[0][1] if marks[0][0] <= since else 0  # tokens up to this one are that old
+        silent = []
+        for token, entry in list(self._inflight.items()):  # in the order they were sent
+            if token[:1] == b"d":
+                if not entry.silent_since(since):
+                    continue
+            elif int(token) > old_upto:
+                break  # this one and all after it are younger
+            if entry.idempotent():
+                silent.append(token)
+        for token in silent:
+            entry = self._inflight.pop(token)
+            _log.debug("publish to %r unanswered for %gs: sent again", entry._subject, RESEND_AFTER,
+                       extra=log_fields(subject=entry._subject))
+            self._queue.appendleft(entry)
+        if silent:
+            self.kick_quietly()
 
     def denied(self, kind: str, subject: str, err: BaseException) -> None:
         """Loop thread: the server refused publishes to ``subject`` (or the
@@ -583,6 +661,10 @@ class AsyncPublisher(Batcher):
             self._closed = True
             pending: List[PubAckFuture] = list(self._inflight.values())
             self._inflight.clear()
+            for entry, handle in self._retrying.items():
+                handle.cancel()
+                pending.append(entry)
+            self._retrying.clear()
             while self._queue:
                 pending.append(self._queue.popleft())
             self._cond.notify_all()

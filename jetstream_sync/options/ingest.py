@@ -12,11 +12,12 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from .. import errors
 from .buckets import msg_ttl
 from .checks import duration, flag, handler, rfc3339, subject
+from .publish import RETRY_ATTEMPTS, RETRY_WAIT, publish_retry
 
 # Server versions (major, minor) that bring each feature.
 SCHEDULES_SINCE = (2, 12)  # "@at" (delayed messages)
@@ -159,10 +160,12 @@ class FastBatchOptions:
     ack_timeout: float = 5.0
     continue_on_gap: bool = False
     error_handler: Optional[Callable[[BaseException], Any]] = None
+    retry: Tuple[int, float] = (RETRY_ATTEMPTS, RETRY_WAIT)  # the first message's, after "no responders"
 
 
 def fast_batch_options(
-    flow: Any, max_outstanding_acks: Any, ack_timeout: Any, continue_on_gap: Any, error_handler: Any
+    flow: Any, max_outstanding_acks: Any, ack_timeout: Any, continue_on_gap: Any, error_handler: Any,
+    retry_attempts: Any = None, retry_wait: Any = None,
 ) -> FastBatchOptions:
     """Checked :class:`FastBatchOptions`; ``ack_timeout`` already resolved from its default."""
     for name, value, high in (("flow", flow, MAX_FLOW), ("max_outstanding_acks", max_outstanding_acks, MAX_OUTSTANDING_ACKS)):
@@ -174,6 +177,7 @@ def fast_batch_options(
         duration("ack_timeout", ack_timeout),
         flag("continue_on_gap", continue_on_gap),
         handler("error_handler", error_handler, optional=True),
+        publish_retry(retry_attempts, retry_wait) or (RETRY_ATTEMPTS, RETRY_WAIT),
     )
 
 

@@ -10,9 +10,27 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import errors
 from .buckets import msg_ttl as _msg_ttl
-from .checks import subject
+from .checks import duration, subject
 
 MAX_BATCH = 1000  # messages per atomic batch (the server's default limit, ADR-50)
+# A publish that met "no responders" (ADR-22; nats.go's defaults): tried this
+# many more times, this many seconds apart, within the call's timeout.
+RETRY_ATTEMPTS = 2
+RETRY_WAIT = 0.25
+
+
+def publish_retry(attempts: Any, wait: Any) -> Optional[Tuple[int, float]]:
+    """``retry_attempts`` (an int >= 0, or -1: until the timeout) and
+    ``retry_wait`` (seconds >= 0) of a publish; None when both are the
+    defaults (RETRY_ATTEMPTS, RETRY_WAIT)."""
+    if attempts is None and wait is None:
+        return None
+    if attempts is None:
+        attempts = RETRY_ATTEMPTS
+    elif isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < -1:
+        raise errors.InvalidOptionError(f"retry_attempts must be an integer >= 0, or -1 (until the timeout), got {attempts!r}")
+    wait = RETRY_WAIT if wait is None else duration("retry_wait", wait, allow_zero=True)
+    return attempts, wait
 
 
 def publish_headers(

@@ -12,7 +12,7 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import publish, wait_until
+from ..helpers import jetstream_answers, publish, wait_until
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def cnc(cluster):
 
 def replicated(cnc):
     js = cnc.jetstream(timeout=10)
-    wait_until(lambda: _ready(js), timeout=30, interval=0.2)
+    wait_until(lambda: jetstream_answers(js), timeout=30, interval=0.2)
     # A fresh cluster may answer INFO before its meta leader can place a
     # stream: creating the same stream again is idempotent, so retry.
     deadline = time.monotonic() + 45
@@ -72,14 +72,6 @@ def consumer_answers(cons):
 def _placed(js):
     cluster = js.stream_info("C").cluster
     return bool(cluster and cluster.leader and cluster.replicas and all(r.current for r in cluster.replicas))
-
-
-def _ready(js):
-    try:
-        js.account_info()
-        return True
-    except jss.JetStreamError:
-        return False
 
 
 @pytest.mark.timeout(90)
