@@ -238,7 +238,7 @@ class OrderedConsumer:
                 cursor = state.cursor
                 start = cursor + 1 if cursor or state.last_taken is not None else 0
                 wait = self._js.timeout + 1.0
-                target = self._conn.run(state.recreate(start), wait if bound is None else min(bound, wait))
+                target = self._conn.run(state.create(start), wait if bound is None else min(bound, wait))
             state.mode = mode
             state.pull_done = False
             engine_cls = OrderedFetchEngine if mode == "fetch" else OrderedPullEngine

@@ -21,7 +21,7 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Any, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from .. import errors
 from .pull import FetchEngine, PullEngine, PullTarget
@@ -129,9 +129,22 @@ class OrderedState:
             cfg.opt_start_time = None
         return cfg
 
-    async def recreate(self, start_seq: int) -> PullTarget:
+    async def create(self, start_seq: int) -> PullTarget:
         """Loop thread: delete the current server consumer (in the background)
         and create the next one from ``start_seq``; one attempt."""
+        return self._adopt(await self._make(start_seq), start_seq)
+
+    async def recreate(self, start_seq: int, current: Callable[[], bool]) -> Optional[PullTarget]:
+        """:meth:`create` for a read under way; None when ``current()`` says
+        it ended meanwhile: the consumer made is deleted and this state is left
+        to the next read (which may have begun)."""
+        info = await self._make(start_seq)
+        if not current():
+            self.delete_later(info.name)
+            return None
+        return self._adopt(info, start_seq)
+
+    async def _make(self, start_seq: int) -> ConsumerInfo:
         old = self.name
         self.serial += 1
         self.name_b = b""  # whatever still arrives is stale; ``name`` stays the old one until the new exists
@@ -141,7 +154,10 @@ class OrderedState:
             self.delete_later(old)
         subject, payload = self.js.consumer_request(self.stream, self.config(start_seq), "create")
         resp = await self.js.arequest(subject, payload, about=f"stream {self.stream!r}")
-        self.info = ConsumerInfo.from_response(resp)
+        return ConsumerInfo.from_response(resp)
+
+    def _adopt(self, info: ConsumerInfo, start_seq: int) -> PullTarget:
+        self.info = info
         self.name = self.info.name
         self.name_b = self.name.encode()
         delivered = self.info.delivered
@@ -336,7 +352,7 @@ class OrderedPullEngine(PullEngine):
             if self._done or self._shutting_down:
                 return
             try:
-                target = await state.recreate(state.sseq + 1 if state.sseq else 0)
+                target = await state.recreate(state.sseq + 1 if state.sseq else 0, self._still_reading)
                 break
             except _FATAL as exc:
                 self._begin_shutdown(exc)
@@ -351,15 +367,17 @@ class OrderedPullEngine(PullEngine):
                     return
                 await self._backoff_wait(delay)
                 delay = min(delay * 2, RESET_BACKOFF_MAX)
-        self._retarget(target)
-        if self._done or self._shutting_down:
-            state.abandon(target.consumer)
+        if target is None:  # stopped meanwhile: the state is the next read's now
             return
+        self._retarget(target)
         self._resetting = False
         self._quiet_since = time.monotonic()
         self._watch.traffic()
         self._reset_pending()
         self._maybe_pull()
+
+    def _still_reading(self) -> bool:
+        return not (self._done or self._shutting_down)
 
     async def _backoff_wait(self, delay: float) -> None:
         wake = self._wake = asyncio.Event()
@@ -431,14 +449,14 @@ class OrderedFetchEngine(FetchEngine):
         """Loop thread: the same pull, for what is left of ``expires``, on a new consumer."""
         state, o = self._state, self.opts
         try:
-            target = await state.recreate(state.sseq + 1 if state.sseq else 0)
+            target = await state.recreate(state.sseq + 1 if state.sseq else 0, lambda: not self._done)
         except Exception as exc:  # JetStream down, stream gone …: the short fetch stands
             _log.debug("ordered fetch on %s: consumer not recreated: %r", state.stream, exc,
                        extra=log_fields(stream=state.stream))
             self._end_pull(None)
             return
         left = o.expires - (time.monotonic() - self._began) if o.expires else 0.0
-        if self._done or (o.expires and left < _MIN_PULL):
+        if target is None or self._done or (o.expires and left < _MIN_PULL):
             self._end_pull(None)  # given up meanwhile, or no time left for a pull
             return
         # What is left may be shorter than two heartbeats: the server refuses

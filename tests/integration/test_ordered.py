@@ -4,6 +4,7 @@ ordered_test.go and nats.py's OrderedConsumerTest, in blocking form)."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import threading
 import time
@@ -179,6 +180,36 @@ def test_drain_hands_over_what_arrived_then_the_next_read_continues(js, stream, 
     with oc.messages() as ctx2:
         got += take(ctx2, 50 - len(got))
     assert seqs(got) == list(range(1, 51))
+
+
+def test_a_read_begun_while_the_last_ones_reset_was_under_way_keeps_its_consumer(js, stream, subj, monkeypatch):
+    """The reset of a read that was stopped meanwhile finishes late: it must
+    leave the state to the read that began since (it clobbered its consumer,
+    whose messages were then dropped as stale, every later one)."""
+    real = _ordered.OrderedState._make
+    calls, late_done = [], threading.Event()
+
+    async def answered_late_the_second_time(self, start_seq):
+        calls.append(start_seq)
+        info = await real(self, start_seq)
+        if len(calls) == 2:  # the first read's reset: the server's answer comes late
+            await asyncio.sleep(1.0)
+            asyncio.get_running_loop().call_soon(late_done.set)  # once the reset went on with it
+        return info
+
+    monkeypatch.setattr(_ordered.OrderedState, "_make", answered_late_the_second_time)
+    fill(js, subj, 1)
+    oc = stream.ordered_consumer()
+    ctx = oc.messages(**QUICK_HB)
+    assert seqs([ctx.next(timeout=10)]) == [1]
+    js.delete_consumer(stream.name, oc.name)  # the engine resets; its create answers late
+    wait_until(lambda: ctx.stats.resets == 1, timeout=10)
+    ctx.stop()
+    assert ctx.wait_closed(10)
+    with oc.messages(**QUICK_HB) as again:
+        assert late_done.wait(10)
+        fill(js, subj, 5)
+        assert seqs(take(again, 5)) == [2, 3, 4, 5, 6]
 
 
 def test_stop_during_reset_never_hangs(js, stream, subj):
@@ -413,7 +444,7 @@ def test_reset_attempts_are_bounded(js, stream, subj, monkeypatch):
     """Failures to recreate the consumer are retried with backoff, then end
     the read with OrderedConsumerResetError after max_reset_attempts."""
     fill(js, subj, 3)
-    real = _ordered.OrderedState.recreate
+    real = _ordered.OrderedState._make  # every creation, the first one and each reset's
     calls = []
 
     async def failing(self, start_seq):
@@ -422,7 +453,7 @@ def test_reset_attempts_are_bounded(js, stream, subj, monkeypatch):
             raise jss.APIError(500, 10026, "maximum consumers limit reached")
         return await real(self, start_seq)
 
-    monkeypatch.setattr(_ordered.OrderedState, "recreate", failing)
+    monkeypatch.setattr(_ordered.OrderedState, "_make", failing)
     monkeypatch.setattr(_ordered, "RESET_BACKOFF_START", 0.05)
     errs = []
     oc = stream.ordered_consumer(max_reset_attempts=2)
