@@ -246,16 +246,16 @@ class FastBatch:
         """Send the first message and wait for its flow ack (it acks "seq 0"
         with the flow to use). "No responders" (a stream just made, its leader
         moving) is tried again as a publish is (the options' ``retry``), within ack_timeout."""
-        attempts, wait = self._opts.retry
+        retry = self._opts.retry
         deadline = time.monotonic() + self._opts.ack_timeout
         tried = 0
         while True:
             self._send(subject, payload, headers, hdr, 1, _START)
-            last = not (attempts < 0 or tried < attempts) or time.monotonic() + wait >= deadline
-            if self._wait(lambda: self.flow_acks >= 1, "its first flow ack", unanswered_again=not last):
+            again = options.may_retry(retry, tried, deadline)
+            if self._wait(lambda: self.flow_acks >= 1, "its first flow ack", unanswered_again=again):
                 return
             tried += 1
-            time.sleep(wait)
+            time.sleep(retry[1])
 
     def _wait(self, ready: Any, what: str, unanswered_again: bool = False) -> bool:
         """Wait until ``ready()`` or the batch ended, pinging every third of

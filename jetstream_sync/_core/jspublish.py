@@ -216,7 +216,6 @@ class JsPublisher:
         self, prepared: List[Tuple[str, bytes, Dict[str, str]]], timeout: float, retry: Tuple[int, float]
     ) -> Dict[str, Any]:
         conn = self._conn
-        attempts, wait = retry
         deadline = time.monotonic() + timeout
         tried = 0
         while True:
@@ -229,10 +228,10 @@ class JsPublisher:
             except Exception as exc:
                 if not isinstance(translate(exc), errors.NoRespondersError):
                     raise
-                if not ((attempts < 0 or tried < attempts) and time.monotonic() + wait < deadline):
+                if not options.may_retry(retry, tried, deadline):
                     raise
             tried += 1
-            await asyncio.sleep(wait)
+            await asyncio.sleep(retry[1])
             batch_id = next_nuid()  # a batch the stream may have begun, missing its start, is left to expire
             for _, _, hdrs in prepared:
                 hdrs["Nats-Batch-Id"] = batch_id

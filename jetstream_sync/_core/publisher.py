@@ -104,7 +104,6 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
         self._hdr = hdr  # the header block, built and checked in the caller's thread
         self._deadline = deadline
         self._attempt = 0
-        # _retry_attempts / _retry_wait: the class's defaults unless the call gave its own
         # Future.__init__ minus the Condition, which _condition makes on demand.
         self._cond: Optional[threading.Condition] = None
         self._state = _PENDING
@@ -116,8 +115,7 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
         self._callback_list: Optional[List[Callable[["concurrent.futures.Future[PubAck]"], object]]] = None
         self._publisher = publisher
 
-    _retry_attempts = RETRY_ATTEMPTS  # after "no responders"; -1: until the deadline
-    _retry_wait = RETRY_WAIT  # seconds
+    _retry = (RETRY_ATTEMPTS, RETRY_WAIT)  # after "no responders": (attempts, -1: until the deadline; seconds)
     _written_at = math.inf  # a publish its caller wrote: when (the loop's are aged by their tokens)
 
     def written_now(self) -> None:
@@ -132,18 +130,16 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
         """It carries a Nats-Msg-Id: sending it again stores it once."""
         return b"Nats-Msg-Id:" in self._hdr
 
-    def retry_with(self, retry: Optional[Tuple[int, float]]) -> None:
-        """(attempts, wait) after "no responders", if not the defaults (None)."""
-        if retry is not None:
-            self._retry_attempts, self._retry_wait = retry
+    def retry_with(self, retry: Tuple[int, float]) -> None:
+        """(attempts, wait) after "no responders", instead of the defaults."""
+        self._retry = retry
 
     def next_try(self) -> Optional[float]:
         """After "no responders": seconds to wait before it is sent again, or
         None when its attempts are used up or its deadline comes first."""
-        limit, wait = self._retry_attempts, self._retry_wait
-        if (limit < 0 or self._attempt < limit) and time.monotonic() + wait < self._deadline:
+        if options.may_retry(self._retry, self._attempt, self._deadline):
             self._attempt += 1
-            return wait
+            return self._retry[1]
         return None
 
     # Future's methods read and append to these; made under _condition when
@@ -346,7 +342,8 @@ class AsyncPublisher(Batcher):
             self._setup()
         deadline = time.monotonic() + timeout
         future = entry = PubAckFuture(self, subject, data, headers, hdr, deadline)
-        entry.retry_with(retry)
+        if retry is not None:
+            entry.retry_with(retry)
         with self._lock:
             if self._submitted - self._completed >= self._max:
                 self.kick_quietly()
@@ -412,7 +409,8 @@ class AsyncPublisher(Batcher):
         if self._submitted != self._completed or self._queue or conn.outbox.has_queued():
             return None  # busy (read without the locks): no line built, no lock contended for nothing
         entry = PubAckFuture(self, subject, data, headers, hdr, time.monotonic() + timeout)
-        entry.retry_with(retry)
+        if retry is not None:
+            entry.retry_with(retry)
         entry.written_now()
         token = b"d%d" % next(self._direct_ids)
         line = pub_line(encoded(subject), self._prefix + token, hdr, data)

@@ -149,7 +149,7 @@ from .connect import callback, check_servers, known_options, redact_url
 from .credentials import check_credentials
 from .subscribe import bind_config, bind_name, consumer_name, new_queue_consumer, ordered_own, ordered_subscribe, pull_config, push_subscribe
 from .worker import service_list, signal_numbers, worker_client
-from .publish import MAX_BATCH, RETRY_ATTEMPTS, RETRY_WAIT, batch_item, batch_items, publish_headers, publish_retry
+from .publish import MAX_BATCH, RETRY_ATTEMPTS, RETRY_WAIT, batch_item, batch_items, may_retry, publish_headers, publish_retry
 from .ingest import (
     DEFAULT_FAST_FLOW,
     DEFAULT_MAX_OUTSTANDING_ACKS,
@@ -242,6 +242,7 @@ __all__ = [
     "batch_items",
     "publish_headers",
     "publish_retry",
+    "may_retry",
     "RETRY_ATTEMPTS",
     "RETRY_WAIT",
     "signal_numbers",

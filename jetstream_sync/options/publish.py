@@ -6,6 +6,7 @@ Pure functions, no I/O; checked in the calling thread before anything is sent.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import errors
@@ -31,6 +32,14 @@ def publish_retry(attempts: Any, wait: Any) -> Optional[Tuple[int, float]]:
         raise errors.InvalidOptionError(f"retry_attempts must be an integer >= 0, or -1 (until the timeout), got {attempts!r}")
     wait = RETRY_WAIT if wait is None else duration("retry_wait", wait, allow_zero=True)
     return attempts, wait
+
+
+def may_retry(retry: Tuple[int, float], tried: int, deadline: float) -> bool:
+    """A publish that met "no responders" ``tried`` times already may be sent
+    again: attempts are left (-1: unbounded) and its wait ends before
+    ``deadline`` (monotonic seconds)."""
+    attempts, wait = retry
+    return (attempts < 0 or tried < attempts) and time.monotonic() + wait < deadline
 
 
 def publish_headers(

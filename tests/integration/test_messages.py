@@ -128,11 +128,12 @@ def test_blocked_next_is_woken_by_stop_and_drain(cons):
 def test_stop_mid_iteration_hands_out_nothing_more(js, subj, cons):
     publish(js, subj, 5)
     ctx = cons.messages()
+    ctx.prefetch()
+    wait_until(lambda: ctx.stats.buffered_high_water >= 5, timeout=5)  # all five arrived, none handed out yet
     handled = []
     for msg in ctx:
         handled.append(msg)
         if len(handled) == 2:  # another thread stops it while this one handles the second
-            wait_until(lambda: ctx.stats.buffered_high_water >= 4, timeout=5)  # more are waiting
             stopper = threading.Thread(target=ctx.stop)
             stopper.start()
             stopper.join(5)
