@@ -109,21 +109,25 @@ def check(history: Sequence[Op], final: Sequence[Entry]) -> Report:
                 bad.append(f"lost write: {op.kind} {op.key}={op.value!r} acknowledged at revision "
                            f"{op.revision}, not in the stream")
                 continue
-            e = stored[0]
-            if e.revision != op.revision or e.key != op.key:
+            if stored[0].revision != op.revision or stored[0].key != op.key:
                 bad.append(f"{op.kind} {op.key}={op.value!r} acknowledged at revision {op.revision}, "
-                           f"stored at {e.revision} under {e.key!r}")
+                           f"stored at {stored[0].revision} under {stored[0].key!r}")
                 continue
-            prev = previous(op.key, e.revision)
-            if op.kind == "update" and (prev.revision if prev else 0) != op.last:
-                bad.append(f"update {op.key}={op.value!r} with last={op.last} stored at revision {e.revision} "
-                           f"over revision {prev.revision if prev else 0}")
-            if op.kind == "create" and prev is not None and prev.op not in MARKERS:
-                bad.append(f"create {op.key}={op.value!r} at revision {e.revision} over the value at "
-                           f"revision {prev.revision}: a second create of a key that had a value")
         elif op.outcome == "fail" and stored:
             bad.append(f"{op.kind} {op.key}={op.value!r} failed definitely ({op.error}), yet stored at "
                        f"revision {stored[0].revision}")
+            continue
+        if not stored:
+            continue
+        # Stored (acknowledged, or indeterminate and written): its precondition held.
+        e = stored[0]
+        prev = previous(e.key, e.revision)
+        if op.kind == "update" and (prev.revision if prev else 0) != op.last:
+            bad.append(f"update {op.key}={op.value!r} with last={op.last} stored at revision {e.revision} "
+                       f"over revision {prev.revision if prev else 0}")
+        if op.kind == "create" and prev is not None and prev.op not in MARKERS:
+            bad.append(f"create {op.key}={op.value!r} at revision {e.revision} over the value at "
+                       f"revision {prev.revision}: a second create of a key that had a value")
 
     # Deletes return no revision: count their markers per key.
     for key in {op.key for op in history if op.kind == "delete"} | set(per_key):

@@ -53,6 +53,13 @@ def test_a_cas_stored_over_a_newer_revision_than_it_named_is_rejected():
     assert any("with last=1" in v and "over revision 2" in v for v in report.violations), report
 
 
+def test_an_indeterminate_cas_that_was_stored_over_another_revision_is_rejected():
+    history = [put("a", b"1", 0, 1, 1), put("a", b"2", 2, 3, 2), put("a", b"3", 4, 9, outcome="info", kind="update", last=1)]
+    stream = stored(("a", 1, b"1", "PUT"), ("a", 2, b"2", "PUT"), ("a", 3, b"3", "PUT"))
+    report = check(history, stream)
+    assert any("with last=1" in v and "over revision 2" in v for v in report.violations), report
+
+
 def test_a_stale_read_marked_consistent_is_rejected():
     history = [put("a", b"1", 0, 1, 1), put("a", b"2", 2, 3, 2), get("a", 4, 5, 1, b"1", consistent=True)]
     stream = stored(("a", 1, b"1", "PUT"), ("a", 2, b"2", "PUT"))
