@@ -259,7 +259,7 @@ class Soak:
 
         worker = jss.Worker(handler, stream=STREAM, consumer="worker", client=self.b, concurrency=2,
                             stats_interval=None, signals=())
-        stopper = threading.Thread(target=lambda: (self.stop.wait(), worker.stop()), daemon=True)
+        stopper = threading.Thread(target=lambda: (self.stop.wait(), worker.stop()), name="soak-stopper", daemon=True)
         stopper.start()
         worker.run()
 
@@ -319,7 +319,10 @@ class Soak:
         row = {
             "t": round(now - start, 1),
             "rss_mib": round(rss / 2**20, 2),
-            "threads": len(os.listdir("/proc/self/task")),
+            # the client's threads: every Python thread but this harness's own (soak-*) and the main one
+            "threads": sum(1 for t in threading.enumerate()
+                           if not t.name.startswith("soak-") and t is not threading.main_thread()),
+            "os_threads": len(os.listdir("/proc/self/task")),
             "fds": len(os.listdir("/proc/self/fd")),
             "acked": acked,
             "delivered": dict(book.deliveries),
@@ -348,7 +351,7 @@ class Soak:
                              ("consume", self.read_consume), ("fetch", self.read_fetch),
                              ("worker", self.read_worker)]:
                 self.spawn(name, fn)
-            faults = threading.Thread(target=self.faults, args=(cluster,), daemon=True)
+            faults = threading.Thread(target=self.faults, args=(cluster,), name="soak-faults", daemon=True)
             faults.start()
             last: dict = {}
             end = start + self.args.minutes * 60
