@@ -8,7 +8,7 @@ the figure), KV puts and gets on an R3 bucket, core requests. On the second:
 four consumers of the R3 stream, each on its own durable: ``messages()``,
 ``consume()`` with a handler that is now and then slow, ``fetch()`` (whose
 consumer the faults delete and re-create), and a ``Worker``; and the responder
-of the requests. Faults, one every 15-30 s: a server restarted, a server
+of the requests. Faults, one every 12-24 s: a server restarted, a server
 frozen (SIGSTOP) for 1-3 s, the stream leader SIGKILLed and started again, the
 fetch consumer deleted and re-created, a burst of 5 MiB messages.
 
@@ -274,7 +274,7 @@ class Soak:
         self.stop_producing.wait(20)
         self.fault(cluster, "burst")  # one during the warm-up: the baseline has seen 5 MiB buffers
         order: list = []
-        while not self.stop_producing.wait(rng.uniform(15, 30)):
+        while not self.stop_producing.wait(rng.uniform(12, 24)):
             if not order:  # every kind once per round, in a random order
                 order = rng.sample(kinds, len(kinds))
             self.fault(cluster, order.pop())
