@@ -152,7 +152,8 @@ def test_next_fetch_and_consume_continue_the_trace(otel, js, subj, cons):
         wait_until(lambda: seen)
     finally:
         cc.stop()
-    process = otel.spans("process ")[-1]
+    # the process span ends when the handler has returned, on the consume's own thread
+    process = wait_until(lambda: otel.spans("process "))[-1]
     assert seen[0].span_id == process.context.span_id
     assert process.parent.span_id == otel.spans("send ")[-1].context.span_id
 

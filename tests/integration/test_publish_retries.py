@@ -65,7 +65,10 @@ def test_publish_async_across_two_leader_stepdowns_resolves_every_future(first):
         if i in (3_000, 6_000):  # while thousands are in flight
             steppers.append(threading.Thread(target=step_down, daemon=True))
             steppers[-1].start()
-        futures.append(js.publish_async("moving", b"%d" % i, msg_id=f"m{i}", timeout=30))
+        # retry_attempts=-1: "no responders" while a new leader is elected (longer than the
+        # default 2 x 0.25 s on a loaded machine) is retried within the timeout, as a user
+        # riding out stepdowns would ask; the silence of a leader that stepped down is not.
+        futures.append(js.publish_async("moving", b"%d" % i, msg_id=f"m{i}", timeout=30, retry_attempts=-1))
     for t in steppers:
         t.join(40)
     assert problems == [] and len(stepped) == 2
