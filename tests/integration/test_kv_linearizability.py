@@ -37,9 +37,10 @@ def _bucket(js):
         except jss.TimeoutError:
             if time.monotonic() > deadline:
                 raise
-    # Keep every revision, not the last 64 per key: the checker needs the whole history.
+    # Keep every revision, not the last 64 per key: the checker needs the whole history
+    # (a bucket's stream must keep some limit, or handles refuse it as no bucket).
     cfg = js.stream_info(STREAM).config
-    cfg.max_msgs_per_subject = -1
+    cfg.max_msgs_per_subject = 10**9
     js.update_stream(cfg)
     wait_until(lambda: _placed(js), timeout=30, interval=0.1)
     wait_until(lambda: _writable(kv), timeout=30, interval=0.1)
@@ -47,7 +48,10 @@ def _bucket(js):
 
 
 def _placed(js):
-    c = js.stream_info(STREAM).cluster
+    try:
+        c = js.stream_info(STREAM).cluster
+    except jss.JetStreamError:  # no leader for a moment, a server still starting
+        return False
     return bool(c and c.leader and c.replicas and all(r.current for r in c.replicas))
 
 
@@ -162,9 +166,12 @@ def _faults(cluster, js, stop, done):
 def test_an_r3_bucket_is_linearizable_across_a_leader_kill_and_a_frozen_follower(cluster):
     nc = jss.connect(cluster.urls, reconnect_time_wait=0.2, max_reconnect_attempts=-1)
     try:
-        js = nc.jetstream(timeout=2)
-        wait_until(lambda: jetstream_answers(js), timeout=30, interval=0.2)
-        kv = _bucket(js)
+        # set-up, faults and the final read wait long; the workload's calls give up after 3 s
+        admin = nc.jetstream(timeout=10)
+        wait_until(lambda: jetstream_answers(admin), timeout=30, interval=0.2)
+        _bucket(admin)
+        js = nc.jetstream(timeout=3)
+        kv = js.key_value(BUCKET)
         history, lock = [], threading.Lock()
 
         def record(op):
@@ -175,7 +182,7 @@ def test_an_r3_bucket_is_linearizable_across_a_leader_kill_and_a_frozen_follower
         clients = [Client(n, kv, js, stop, record) for n in range(8)]
         for c in clients:
             c.start()
-        faults = threading.Thread(target=_faults, args=(cluster, js, stop, done), daemon=True)
+        faults = threading.Thread(target=_faults, args=(cluster, admin, stop, done), daemon=True)
         faults.start()
         stop.wait(SECONDS)
         stop.set()
@@ -188,8 +195,8 @@ def test_an_r3_bucket_is_linearizable_across_a_leader_kill_and_a_frozen_follower
         for s in cluster.servers:
             if not s.running:
                 s.start()
-        wait_until(lambda: _placed(js), timeout=60, interval=0.2)
-        reader = nc.jetstream(timeout=10).key_value(BUCKET)  # no workload now: patience, not speed
+        wait_until(lambda: _placed(admin), timeout=60, interval=0.2)
+        reader = admin.key_value(BUCKET)
         final = []
         for key in KEYS:
             try:
