@@ -67,6 +67,12 @@ class Result:
         return d
 
 
+def percentile(values: List[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values``, nearest rank."""
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * q))]
+
+
 def server_cpu(server: NatsServer) -> float:
     """CPU seconds nats-server has used so far (Linux /proc)."""
     with open(f"/proc/{server.pid}/stat") as f:

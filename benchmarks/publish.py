@@ -25,7 +25,7 @@ import textwrap
 import time
 from typing import Callable, Dict, List, Optional
 
-from _common import (Meter, Result, Sample, build_go, print_pairs, print_table, run_go, save,
+from _common import (Meter, Result, Sample, build_go, percentile, print_pairs, print_table, run_go, save,
                      start_server)
 
 import jetstream_sync as jss
@@ -69,11 +69,6 @@ def handoff_round_trip(count: int = 3000) -> Dict[str, float]:
     loop.call_soon_threadsafe(loop.stop)
     thread.join()
     return {"p50": percentile(lat, 0.5) * 1e6, "p99": percentile(lat, 0.99) * 1e6}
-
-
-def percentile(values: List[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(len(values) * q))]
 
 
 def parse_args(doc: str, count: int, count_help: str) -> argparse.Namespace:

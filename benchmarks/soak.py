@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jetstream_sync as jss  # noqa: E402
 from jetstream_sync.testing import NatsCluster  # noqa: E402
+from _common import percentile  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STREAM, DATA, LAT = "SOAK", "soak.d", "soak.lat"
@@ -327,7 +328,7 @@ class Soak:
             "acked": acked,
             "delivered": dict(book.deliveries),
             "publish_p50_ms": round(statistics.median(window) * 1e3, 2) if window else None,
-            "publish_p99_ms": round(quantile(window, 0.99) * 1e3, 2) if window else None,
+            "publish_p99_ms": round(percentile(window, 0.99) * 1e3, 2) if window else None,
             "in_fault": any(f0 - 1 < now and f1 + 5 > now - SAMPLE_EVERY for f0, f1, _ in book.faults),
         }
         row["acked_per_s"] = round((acked - last.get("acked", 0)) / SAMPLE_EVERY)
@@ -413,7 +414,7 @@ class Soak:
         def p99(lo: float, hi: float) -> float:
             vals = [v for v, t in zip(book.lat, book.lat_at)
                     if lo <= t - start < hi and not any(a <= t <= b for a, b in in_fault)]
-            return quantile(vals, 0.99) * 1e3 if vals else float("nan")
+            return percentile(vals, 0.99) * 1e3 if vals else float("nan")
 
         p99_first, p99_later = p99(0, WARMUP), p99(WARMUP, float("inf"))
         checks = {
@@ -447,11 +448,6 @@ class Soak:
             print(f"{'ok  ' if ok else 'FAIL'} {name}")
         print(f"results: {out}")
         return 0 if all(checks.values()) else 1
-
-
-def quantile(values, q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
 
 
 def plot(samples, path: Path) -> None:

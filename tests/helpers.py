@@ -453,3 +453,9 @@ def jetstream_answers(js) -> bool:
         return True
     except JetStreamError:
         return False
+
+
+def stream_placed(js, stream: str) -> bool:
+    """The replicated ``stream`` has a leader and every replica is current."""
+    c = js.stream_info(stream).cluster
+    return bool(c and c.leader and c.replicas and all(r.current for r in c.replicas))

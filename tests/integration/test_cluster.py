@@ -12,7 +12,7 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import jetstream_answers, publish, wait_until
+from ..helpers import jetstream_answers, publish, stream_placed, wait_until
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def replicated(cnc):
     # Created is not yet publishable: wait for the stream's leader and its
     # replicas, or the first publishes can meet "no responders" for longer
     # than ADR-22's retries (2 x 250 ms) on a loaded machine.
-    wait_until(lambda: _placed(js), timeout=30, interval=0.1)
+    wait_until(lambda: stream_placed(js, "C"), timeout=30, interval=0.1)
     # Placed is not yet reachable from the server this client is on: the
     # leader's interest crosses the routes asynchronously.
     wait_until(lambda: _stream_answers(js), timeout=30, interval=0.1)
@@ -67,11 +67,6 @@ def consumer_answers(cons):
             return False
 
     wait_until(answers, timeout=30, interval=0.1)
-
-
-def _placed(js):
-    cluster = js.stream_info("C").cluster
-    return bool(cluster and cluster.leader and cluster.replicas and all(r.current for r in cluster.replicas))
 
 
 @pytest.mark.timeout(90)

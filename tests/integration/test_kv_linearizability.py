@@ -18,7 +18,7 @@ import pytest
 
 import jetstream_sync as jss
 
-from ..helpers import jetstream_answers, wait_until
+from ..helpers import jetstream_answers, stream_placed, wait_until
 from ..kv_history import Entry, Op, check
 
 pytestmark = pytest.mark.slow
@@ -49,10 +49,9 @@ def _bucket(js):
 
 def _placed(js):
     try:
-        c = js.stream_info(STREAM).cluster
+        return stream_placed(js, STREAM)
     except jss.JetStreamError:  # no leader for a moment, a server still starting
         return False
-    return bool(c and c.leader and c.replicas and all(r.current for r in c.replicas))
 
 
 def _writable(kv):
