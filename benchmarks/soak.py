@@ -316,13 +316,17 @@ class Soak:
         with book.lock:
             acked = sum(book.acked[: self.next_id + 1])
             window = [v for v, t in zip(book.lat, book.lat_at) if t > now - SAMPLE_EVERY]
+        # the client's threads: every Python thread but the main one, this harness's own (soak-*)
+        # and the test kit's launcher (it forks the servers a fault restarts from a thread)
+        names = sorted(t.name for t in threading.enumerate()
+                       if not t.name.startswith("soak-") and t.name != "jetstream-sync-launcher"
+                       and t is not threading.main_thread())
         rss = int(next(line for line in open("/proc/self/status") if line.startswith("VmRSS")).split()[1]) * 1024
         row = {
             "t": round(now - start, 1),
             "rss_mib": round(rss / 2**20, 2),
-            # the client's threads: every Python thread but this harness's own (soak-*) and the main one
-            "threads": sum(1 for t in threading.enumerate()
-                           if not t.name.startswith("soak-") and t is not threading.main_thread()),
+            "threads": len(names),
+            "thread_names": names,
             "os_threads": len(os.listdir("/proc/self/task")),
             "fds": len(os.listdir("/proc/self/fd")),
             "acked": acked,
@@ -432,8 +436,8 @@ class Soak:
             "minutes": self.args.minutes, "rate": self.args.rate, "seed": self.args.seed,
             "published": n - 1, "acknowledged": sum(acked), "stored": sum(have), "lost": lost,
             "missing": missing, "duplicates": dups, "rss_growth_mib": round(rss_growth, 2),
-            "baseline": {k: base[k] for k in ("t", "rss_mib", "threads", "fds")},
-            "final": {k: final[k] for k in ("t", "rss_mib", "threads", "fds")},
+            "baseline": {k: base[k] for k in ("t", "rss_mib", "threads", "thread_names", "fds")},
+            "final": {k: final[k] for k in ("t", "rss_mib", "threads", "thread_names", "fds")},
             "publish_p99_ms_first_minute": round(p99_first, 2), "publish_p99_ms_after": round(p99_later, 2),
             "over_timeout": dict(book.over_timeout), "errors": dict(book.errors), "first_errors": book.first_error,
             "faults": collections.Counter(kind for _, _, kind in book.faults),

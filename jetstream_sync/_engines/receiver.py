@@ -106,7 +106,10 @@ class Receiver(Resource):
         self._fetching = False
         self._followers = 0
         self.waiting = 0  # threads blocked for a message (read by the watchdog)
+        # When the callers began waiting for the next message: a wait that
+        # ended in a timeout and the callers' next one count as one.
         self.wait_since = 0.0
+        self._popped_at_wait = -1
         self.stats = PullStats()
         self.taken_bytes = 0  # bytes handed out (max_bytes mode)
         self.error_handler = error_handler
@@ -254,7 +257,10 @@ class Receiver(Resource):
         hand-off queue; the others follow on the condition."""
         lock = self._lock
         self.waiting += 1
-        if self.waiting == 1:
+        if self.waiting == 1 and self._popped_at_wait != self.popped:
+            # Something was handed out since the last wait began: the caller
+            # was busy with it, not waiting, until now.
+            self._popped_at_wait = self.popped
             self.wait_since = monotonic()
         try:
             if self._fetching:

@@ -135,6 +135,44 @@ def test_a_paused_server_is_noticed_by_the_heartbeat_watchdog(private_server, fn
         assert ctx.next(timeout=5).data == b"1"
 
 
+def test_a_lost_pull_is_noticed_by_a_caller_polling_with_short_timeouts(nc, js, stream, subj):
+    """``next(timeout=...)`` shorter than the heartbeat alarm, in a loop (to
+    check a stop flag): the waits add up, so a pull the server dropped without
+    a word (here: max_waiting full, which the server answers with silence when
+    the pull asks for heartbeats) is noticed and pulled again."""
+    cons = stream.create_consumer(durable_name="mw", max_waiting=1)
+    # Another puller holds the only waiting slot for 3 s.
+    inbox = nc.new_inbox()
+    blocker = nc.subscribe(inbox)
+    body = b'{"batch": 1, "expires": 3000000000}'
+    nc.publish(f"$JS.API.CONSUMER.MSG.NEXT.{stream.name}.mw", body, reply=inbox)
+    wait_until(lambda: cons.info().num_waiting == 1)
+    reports, got, stop = [], [], threading.Event()
+
+    def poll() -> None:
+        with cons.messages(expires=2.0, idle_heartbeat=0.5, error_handler=reports.append) as ctx:
+            while not stop.is_set():
+                try:
+                    got.append(ctx.next(timeout=0.3).data)
+                    return
+                except jss.TimeoutError:
+                    continue
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        wait_until(lambda: any(isinstance(e, jss.NoHeartbeatError) for e in reports), timeout=15)
+        ended = blocker.next_msg(timeout=10)  # the blocker's pull expired: 408, pending counts, no data
+        assert ended.data == b"" and "Nats-Pending-Messages" in ended.headers
+        js.publish(subj, b"after")
+        wait_until(lambda: got == [b"after"], timeout=15)
+    finally:
+        stop.set()
+        poller.join(10)
+    assert not poller.is_alive()
+    blocker.unsubscribe()
+
+
 def test_ctrl_c_inside_a_messages_loop(server, js, stream):
     stream.create_consumer(durable_name="c")
     proc = subprocess.Popen(
