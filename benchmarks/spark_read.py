@@ -18,7 +18,9 @@ Spark's Python data source path and against the client alone.
   (w0) nothing: a foreachPartition that only iterates its Rows (Spark's cost
        of handing Rows to Python, the ceiling of any foreachPartition publisher),
   (w1) df.write.format("jetstream"), (w2) df.foreachPartition(publish_partition),
-  (w3) js.publish_async in one process, every PubAck checked; a fresh stream each time.
+  (w3) js.publish_async in one process, every PubAck checked; a fresh stream each time,
+  (w4) df.write.format("jetstream") with exactlyOnce=true (atomic batches of 999 rows
+       behind a progress marker per partition).
 ``first``: for each source, a fresh SparkSession in its own process (no
   Spark or Python worker warm): the first query's seconds and the median of
   the next three. The two sources alternate; medians of the runs.
@@ -42,6 +44,7 @@ import jetstream_sync as jss
 
 STREAM, SUBJECT = "SPARK", "spark.data"
 OUT_STREAM, OUT_SUBJECT = "SPARKOUT", "spark.out"
+PROGRESS = "spark.progress"  # the exactly-once writer's markers
 
 
 def _tree_cpu(exclude: int) -> float:
@@ -298,6 +301,7 @@ def write(args: argparse.Namespace) -> None:
         "w1": "(w1) df.write.format('jetstream')",
         "w2": "(w2) df.foreachPartition(publish_partition(...))",
         "w3": "(w3) one process, js.publish_async, every PubAck checked",
+        "w4": "(w4) df.write.format('jetstream'), exactlyOnce=true",
     }
     results = {k: Result(k, v, n, size) for k, v in labels.items()}
     with _running() as (spark, server):
@@ -315,10 +319,10 @@ def write(args: argparse.Namespace) -> None:
         def fresh() -> None:
             if OUT_STREAM in js.stream_names():
                 js.delete_stream(OUT_STREAM)
-            js.create_stream(name=OUT_STREAM, subjects=[OUT_SUBJECT])
+            js.create_stream(name=OUT_STREAM, subjects=[OUT_SUBJECT, f"{PROGRESS}.>"], allow_atomic=True)
 
-        def stored() -> int:
-            return js.stream_info(OUT_STREAM).state.messages
+        def stored() -> int:  # the rows, not the progress markers
+            return js.stream_info(OUT_STREAM, subjects_filter=OUT_SUBJECT).state.subjects.get(OUT_SUBJECT, 0)
 
         def w1() -> None:
             df.write.format("jetstream").option("servers", server.url).mode("append").save()
@@ -335,8 +339,12 @@ def write(args: argparse.Namespace) -> None:
         def w0() -> None:
             df.foreachPartition(_drain)
 
-        runs = {"w0": w0, "w1": w1, "w2": w2, "w3": w3}
-        for key in ("w0", "w1", "w2"):  # the first job of each: Python workers, JIT
+        def w4() -> None:
+            (df.write.format("jetstream").option("servers", server.url).option("exactlyOnce", "true")
+             .option("progressSubject", PROGRESS).option("writeId", "bench").mode("append").save())
+
+        runs = {"w0": w0, "w1": w1, "w2": w2, "w3": w3, "w4": w4}
+        for key in ("w0", "w1", "w2", "w4"):  # the first job of each: Python workers, JIT
             fresh()
             runs[key]()
         _interleave(runs, results, meter, args.runs, before=fresh, check=lambda key: key == "w0" or stored() == n)
@@ -347,7 +355,8 @@ def write(args: argparse.Namespace) -> None:
         ("(w2) foreachPartition / (w3) publish_async in one process", "w2", "w3", 0.8),
         ("(w0) foreachPartition doing nothing / (w3) publish_async in one process", "w0", "w3", None),
         ("(w2) foreachPartition publishing / (w0) foreachPartition doing nothing", "w2", "w0", None),
-    ], rounds=[("w1", "w3"), ("w2", "w3"), ("w0", "w3")])
+        ("(w4) df.write exactlyOnce / (w1) df.write", "w4", "w1", None),
+    ], rounds=[("w1", "w3"), ("w2", "w3"), ("w0", "w3"), ("w4", "w1")])
 
 
 def first_child(args: argparse.Namespace) -> None:

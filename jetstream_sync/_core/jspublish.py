@@ -20,6 +20,7 @@ from .features import require
 from .nats_errors import translate
 from .nuid import next_nuid
 from .publish import check_publish, known_subject
+from .writer import encoded, pub_line
 
 BatchItem = Union[Tuple[str, Union[bytes, str]], Tuple[str, Union[bytes, str], Optional[Dict[str, str]]]]
 
@@ -181,6 +182,7 @@ class JsPublisher:
         items = options.batch_items(messages)
         batch_id = next_nuid()
         prepared = []
+        blocks = []  # the header blocks, as checked
         for seq, item in enumerate(items, 1):
             subject, data, extra = options.batch_item(seq, item)
             hdrs = dict(extra or {})
@@ -188,10 +190,10 @@ class JsPublisher:
             if seq == len(items):
                 hdrs["Nats-Batch-Commit"] = "1"
             payload = as_bytes(data)
-            check_publish(conn, subject, payload, hdrs)
+            blocks.append(check_publish(conn, subject, payload, hdrs))
             prepared.append((subject, payload, hdrs))
         if (tr := otel.active) is None:
-            return self._send_batch(prepared, batch_id, t, retry)
+            return self._send_batch(prepared, batch_id, t, retry, blocks)
         # traced: one send span for the batch, whose context every message carries
         with tr.send_batch([subject for subject, _, _ in prepared], batch_id) as (span, trace_headers):
             for subject, payload, hdrs in prepared:
@@ -202,10 +204,14 @@ class JsPublisher:
         return ack
 
     def _send_batch(
-        self, prepared: List[Tuple[str, bytes, Dict[str, str]]], batch_id: str, t: float, retry: Tuple[int, float]
+        self, prepared: List[Tuple[str, bytes, Dict[str, str]]], batch_id: str, t: float, retry: Tuple[int, float],
+        blocks: Optional[List[bytes]] = None,
     ) -> PubAck:
+        # Every message but the commit as protocol lines, formatted here in the
+        # calling thread: the loop writes them at once (fast paths only).
+        lines = _pub_lines(prepared[:-1], blocks) if self._conn.fast else None
         try:
-            resp = self._conn.run(self._apublish_batch(prepared, t, retry), t + 1.0)
+            resp = self._conn.run(self._apublish_batch(prepared, t, retry, lines), t + 1.0)
         except errors.TimeoutError as exc:
             raise self._conn.timed_out(
                 f"atomic batch {batch_id} of {len(prepared)} messages: no answer to its commit within {t}s"
@@ -213,14 +219,20 @@ class JsPublisher:
         return PubAck.from_response(resp)
 
     async def _apublish_batch(
-        self, prepared: List[Tuple[str, bytes, Dict[str, str]]], timeout: float, retry: Tuple[int, float]
+        self, prepared: List[Tuple[str, bytes, Dict[str, str]]], timeout: float, retry: Tuple[int, float],
+        lines: Optional[bytes] = None,
     ) -> Dict[str, Any]:
         conn = self._conn
         deadline = time.monotonic() + timeout
         tried = 0
         while True:
-            for subject, payload, hdrs in prepared[:-1]:
-                await conn.apublish(subject, payload, headers=hdrs)
+            if lines is not None and conn.fast:
+                size = sum(len(payload) for _, payload, _ in prepared[:-1])
+                if lines and not conn.send_commands(lines, len(prepared) - 1, size):
+                    raise errors.ConnectionClosedError("cannot publish: the connection is closed or its buffer is full")
+            else:
+                for subject, payload, hdrs in prepared[:-1]:
+                    await conn.apublish(subject, payload, headers=hdrs)
             subject, payload, hdrs = prepared[-1]
             try:
                 msg = await conn.request(subject, payload, max(deadline - time.monotonic(), 0.001), headers=hdrs)
@@ -235,6 +247,8 @@ class JsPublisher:
             batch_id = next_nuid()  # a batch the stream may have begun, missing its start, is left to expire
             for _, _, hdrs in prepared:
                 hdrs["Nats-Batch-Id"] = batch_id
+            if lines is not None:
+                lines = _pub_lines(prepared[:-1])
         resp: Dict[str, Any] = json.loads(msg.data)
         if resp.get("error"):
             raise errors.APIError.from_error(resp["error"])
@@ -371,3 +385,11 @@ class JsPublisher:
         if not conn.has_publisher:
             return True
         return conn.publisher().wait_complete(t)
+
+
+def _pub_lines(prepared: List[Tuple[str, bytes, Dict[str, str]]], blocks: Optional[List[bytes]] = None) -> bytes:
+    """HPUB protocol lines of ``(subject, payload, headers)`` messages, no
+    reply; ``blocks``: their header blocks, if already made."""
+    if blocks is None:
+        blocks = [options.header_block(hdrs) for _, _, hdrs in prepared]
+    return b"".join(pub_line(encoded(subject), b"", hdr, payload) for (subject, payload, _), hdr in zip(prepared, blocks))

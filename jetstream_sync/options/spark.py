@@ -49,7 +49,8 @@ WRITE_STREAM = "df.writeStream"
 
 _SOURCE = ("stream", "subjects", "startingOffsets", "startingTime", "minPartitions", "failOnDataLoss",
            "includeHeaders", "fetchBatch", "fetchTimeout")  # fmt: skip
-_SINK = ("subject", "publishTimeout", "msgIdPrefix", "traceparent", "tracestate")
+_SINK = ("subject", "publishTimeout", "msgIdPrefix", "traceparent", "tracestate", "exactlyOnce", "progressSubject",
+         "writeId")  # fmt: skip
 _CONSUMER = ("consumer", "createConsumer", "ackWait")  # consumer mode: streaming reads only
 # Every option of each role, in its documented spelling.
 KNOWN_OPTIONS: Dict[str, Tuple[str, ...]] = {
@@ -252,16 +253,49 @@ class WriteOptions:
     msg_id_prefix: Optional[str]
     connection: ConnectionSettings
     trace: Dict[str, str]  # traceparent / tracestate: the trace context the messages carry ({}: none given)
+    # exactlyOnce=true: rows go in atomic batches, each ending with a progress
+    # marker on <progressSubject>.<writeId or query id>.<partition>.
+    progress_subject: Optional[str] = None  # None: exactly-once mode is off
+    write_id: Optional[str] = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool) -> "WriteOptions":
         o = _checked(options, WRITE_STREAM if streaming else WRITE)
+        exactly_once = text_flag("exactlyOnce", o.get("exactlyonce"), False)
+        progress = o.get("progresssubject") or None
+        write_id = o.get("writeid") or None
+        if exactly_once:
+            if progress is None:
+                raise errors.InvalidOptionError(
+                    "exactlyOnce=true needs the 'progressSubject' option: a subject of the target stream (no"
+                    " wildcards) under which each partition's progress marker is stored"
+                )
+            subject(progress, what="option 'progressSubject'")
+            if write_id is None and not streaming:
+                raise errors.InvalidOptionError(
+                    "exactlyOnce=true on df.write needs the 'writeId' option: the name of this write, the same"
+                    " when it is run again"
+                )
+            if write_id is not None:
+                try:
+                    name("writeId", write_id)
+                except errors.InvalidOptionError:  # it becomes a token of the marker's subject
+                    raise errors.InvalidOptionError(
+                        f"option 'writeId' must be one subject token (no '.', '*', '>', '/', '\\' or whitespace),"
+                        f" got {write_id!r}"
+                    ) from None
+        elif progress is not None or write_id is not None:
+            raise errors.InvalidOptionError(
+                f"option '{'progressSubject' if progress is not None else 'writeId'}' needs exactlyOnce=true"
+            )
         return cls(
             subject=subject(o["subject"]) if o.get("subject") else None,
             timeout=duration_text("publishTimeout", o.get("publishtimeout"), 30.0),
             msg_id_prefix=o.get("msgidprefix") or None,
             connection=connection_from(o),
             trace=trace_context(o.get("traceparent"), o.get("tracestate")),
+            progress_subject=progress if exactly_once else None,
+            write_id=write_id,
         )
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import collections
 import itertools
+import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Deque, Dict, Iterable, Iterator, Mapping, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import jetstream_sync as jss
 
@@ -154,6 +155,131 @@ def publish_rows(
     if first_error is not None:
         raise first_error
     return counts
+
+
+# An atomic batch holds at most 1000 messages (the server's limit): this many
+# rows and the progress marker that commits them.
+CHUNK_ROWS = 999
+# Commits of one chunk refused because another run moved the marker first.
+_MAX_RACES = 10
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where one partition's exactly-once write stands, as its last marker says."""
+
+    batch: int  # the micro-batch (streaming) or 0 (df.write) of the last committed chunk; -1: none yet
+    chunk: int  # that chunk's number within its batch
+    done: bool  # it was the batch's last chunk
+    seq: int  # the marker's stream sequence (0: none): the next marker expects it
+
+    @classmethod
+    def read(cls, js: jss.JetStream, stream: str, marker: str) -> "Progress":
+        """The marker as the stream leader has it (a replica may be behind)."""
+        try:
+            msg = js.get_msg(stream, last_by_subject=marker)
+        except jss.MsgNotFoundError:
+            return cls(-1, -1, False, 0)
+        try:
+            body = json.loads(msg.data)
+            return cls(int(body["batch"]), int(body["chunk"]), bool(body["done"]), msg.seq)
+        except (ValueError, TypeError, KeyError):
+            raise jss.InvalidOptionError(
+                f"exactlyOnce: the last message on {marker!r} (stream {stream!r}, seq {msg.seq}) is not a progress"
+                " marker: give a 'progressSubject' that nothing else publishes to"
+            ) from None
+
+    def committed(self, batch: int, chunk: int) -> bool:
+        """Is chunk ``chunk`` of ``batch`` already in the stream?"""
+        return self.batch > batch or (self.batch == batch and (self.done or self.chunk >= chunk))
+
+
+def progress_stream(js: jss.JetStream, marker: str) -> str:
+    """The stream that stores ``marker`` and lets atomic batches in; else InvalidOptionError."""
+    names = js.stream_names(subject=marker)
+    if len(names) != 1:
+        raise jss.InvalidOptionError(
+            f"exactlyOnce: no stream stores the progress subject {marker!r}: give a 'progressSubject' inside the"
+            " stream the rows go to" if not names else
+            f"exactlyOnce: the progress subject {marker!r} is in {len(names)} streams ({', '.join(names)})"
+        )
+    if not js.stream_info(names[0]).config.allow_atomic:
+        raise jss.InvalidOptionError(
+            f"exactlyOnce: stream {names[0]!r} does not allow atomic batches: set allow_atomic=True on it"
+            " (nats-server 2.12 or later)"
+        )
+    return names[0]
+
+
+def _chunks(rows: Iterable[Any]) -> Iterator[Tuple[List[Any], bool]]:
+    """Lists of up to CHUNK_ROWS rows, each with whether it is the last."""
+    it = iter(rows)
+    chunk = list(itertools.islice(it, CHUNK_ROWS))
+    while chunk:
+        following = list(itertools.islice(it, CHUNK_ROWS))
+        yield chunk, not following
+        chunk = following
+
+
+def publish_exactly_once(
+    rows: Iterator[Tuple[str, Any, Optional[Dict[str, str]], Optional[str]]],
+    client: jss.Client,
+    marker: str,
+    batch: int,
+    timeout: float,
+    trace: Optional[Mapping[str, str]] = None,
+) -> PublishCounts:
+    """Publish a partition's rows, (subject, data, headers, msg_id) tuples, so
+    that however often and however late it runs again with the same rows in
+    the same order, each row is stored once.
+
+    The rows go in atomic batches of CHUNK_ROWS (ADR-50), each committed by a
+    marker on ``marker`` saying which chunk of which ``batch`` it was, sent
+    with the previous marker's sequence as Nats-Expected-Last-Subject-Sequence.
+    A run reads the last marker first and skips what it says is stored; a chunk
+    cut off before its marker is dropped by the server; of two runs at once
+    (speculative tasks) only one commits each chunk. ``duplicates`` counts the
+    rows skipped."""
+    js = client.jetstream()
+    stream = progress_stream(js, marker)
+    progress = Progress.read(js, stream, marker)
+    counts = PublishCounts()
+    for index, (chunk, last) in enumerate(_chunks(rows)):
+        tries = 0
+        while not progress.committed(batch, index):
+            tries += 1
+            if tries > _MAX_RACES:
+                raise jss.JetStreamError(
+                    f"exactlyOnce: chunk {index} of batch {batch} on {marker!r} lost {_MAX_RACES} races for its"
+                    " marker in a row: does something else publish to the progress subject?"
+                )
+            body = json.dumps({"batch": batch, "chunk": index, "done": last}).encode()
+            items = [_batch_item(row, trace) for row in chunk]
+            items.append((marker, body, {"Nats-Expected-Last-Subject-Sequence": str(progress.seq)}))
+            try:
+                ack = js.publish_batch(items, timeout=timeout)
+            except jss.APIError as exc:
+                if exc.err_code != jss.ErrorCode.STREAM_WRONG_LAST_SEQUENCE:
+                    raise
+                progress = Progress.read(js, stream, marker)  # another run moved the marker: look again
+                continue
+            progress = Progress(batch, index, last, ack.seq)
+            counts.published += len(chunk)
+            break
+        else:
+            counts.duplicates += len(chunk)
+    return counts
+
+
+def _batch_item(row: Tuple[str, Any, Optional[Dict[str, str]], Optional[str]], trace: Optional[Mapping[str, str]]) -> Any:
+    subject, data, headers, row_id = row
+    if data is None:
+        raise jss.InvalidOptionError("data must not be null")
+    if trace and not (headers and "traceparent" in headers):
+        headers = {**trace, **(headers or {})}
+    if row_id is not None:
+        headers = {**(headers or {}), "Nats-Msg-Id": row_id}
+    return (subject, data, headers) if headers else (subject, data)
 
 
 def _traced_publish(

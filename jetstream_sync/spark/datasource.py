@@ -39,7 +39,7 @@ from ..options.spark import ReadOptions, WriteOptions, check_names
 from ._clients import shared_client
 from ._consume import DEFAULT_BATCH, ConsumerModeError, PulledBatch, Rows, ack, ensure_consumer, pull, rows_arrow
 from ._read import SeqRange, bounds, check_loss, read_range_arrow, resolve, seq_at_time, split
-from ._write import PublishCounts, batch_fields, publish_rows, row_fields
+from ._write import PublishCounts, batch_fields, progress_stream, publish_exactly_once, publish_rows, row_fields
 from .._core.logfields import log_fields
 
 __all__ = ["JetStreamDataSource", "SCHEMA"]
@@ -351,6 +351,8 @@ class _Writer:
         # Spark asks for the writer in a Python worker of its own, where no span of the
         # application is current: the trace comes in the options (see trace_options()).
         self.trace = opts.trace
+        if opts.progress_subject is not None:  # the stream is there and takes atomic batches: fail before any task
+            progress_stream(shared_client(opts.connection).jetstream(), f"{opts.progress_subject}.check.0")
 
     def _write(self, batches: Iterator[Any], msg_id_prefix: Optional[str]) -> PublishedCommit:
         # Arrow writers: Spark hands over RecordBatches, whose columns become
@@ -359,6 +361,14 @@ class _Writer:
         client = shared_client(self.opts.connection)
         msg_id = (lambda i: f"{msg_id_prefix}:{partition}:{i}") if msg_id_prefix else None
         counts = publish_rows(batch_fields(batches, self.opts.subject), None, client, self.opts.timeout, msg_id, self.trace)
+        return PublishedCommit(partition, counts.published, counts.duplicates)
+
+    def _write_once(self, batches: Iterator[Any], write_id: str, batch: int) -> PublishedCommit:
+        """exactlyOnce: atomic chunks behind this partition's progress marker."""
+        partition = _task()[0]
+        marker = f"{self.opts.progress_subject}.{write_id}.{partition}"
+        counts = publish_exactly_once(batch_fields(batches, self.opts.subject), shared_client(self.opts.connection),
+                                      marker, batch, self.opts.timeout, self.trace)
         return PublishedCommit(partition, counts.published, counts.duplicates)
 
     @staticmethod
@@ -378,6 +388,8 @@ class BatchWriter(_Writer, DataSourceArrowWriter):
     re-run add nothing within the stream's duplicate window."""
 
     def write(self, iterator: Iterator[Any]) -> PublishedCommit:
+        if self.opts.write_id is not None:  # exactlyOnce (parse() asks for a writeId there)
+            return self._write_once(iterator, self.opts.write_id, 0)
         prefix = self.opts.msg_id_prefix
         return self._write(iterator, f"{prefix}:batch" if prefix else None)
 
@@ -396,6 +408,12 @@ class StreamWriter(_Writer, DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[Any]) -> PublishedCommit:
         _, batch_id, query_id = _task()
+        if self.opts.progress_subject is not None:
+            # The query id is kept in the checkpoint: the same after a restart from it.
+            write_id = self.opts.write_id or query_id
+            if write_id is None or batch_id is None:  # pragma: no cover - Spark sets both in a streaming task
+                raise InvalidOptionError("exactlyOnce: this task has no streaming query id or batch id")
+            return self._write_once(iterator, write_id, int(batch_id))
         prefix = self.opts.msg_id_prefix or query_id or "jetstream"
         return self._write(iterator, f"{prefix}:{batch_id}")
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 
-from ..helpers import publish
+from ..helpers import publish, wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -145,38 +146,93 @@ def test_data_loss_fails_or_skips(spark, server, js, stream_name, tmp_path):
     assert seqs == set(range(901, 1001)) | set(range(1201, 1501))
 
 
+def _copy_query(spark, server, source: str, subject: str, checkpoint, **sink_options: str) -> None:
+    """A streaming copy of ``source`` to ``subject``, 1000 sequences per micro-batch, until caught up."""
+    writer = (
+        spark.readStream.format("jetstream").option("servers", server.url).option("stream", source)
+        .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "1000").load()
+        .selectExpr("data")
+        .writeStream.format("jetstream").option("servers", server.url).option("subject", subject)
+        .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
+    )
+    for key, value in sink_options.items():
+        writer = writer.option(key, value)
+    query = writer.start()
+    assert query.awaitTermination(120)
+    if query.exception():
+        raise query.exception()
+
+
+def _lose_last_commit(checkpoint) -> None:
+    """Spark now believes the last micro-batch never committed: a restart writes it again."""
+    commits = sorted((checkpoint / "commits").glob("[0-9]*"), key=lambda q: int(q.name))
+    last = commits[-1]
+    last.unlink()
+    crc = last.with_name(f".{last.name}.crc")
+    if crc.exists():
+        crc.unlink()
+
+
 @pytest.mark.timeout(240)
 def test_streaming_write_replay_adds_nothing(spark, server, js, stream_name, tmp_path):
     fill(js, stream_name, 3000)
     target = f"{stream_name}OUT"
+    subject = f"{target.lower()}.copy"
     js.create_stream(name=target, subjects=[f"{target.lower()}.>"], duplicate_window=300.0)
     checkpoint = tmp_path / "checkpoint"
-
-    def run() -> None:
-        query = (
-            spark.readStream.format("jetstream").option("servers", server.url).option("stream", stream_name)
-            .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "1000").load()
-            .selectExpr("data")
-            .writeStream.format("jetstream").option("servers", server.url).option("subject", f"{target.lower()}.copy")
-            .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
-        )
-        assert query.awaitTermination(120)
-        if query.exception():
-            raise query.exception()
-
-    run()
+    _copy_query(spark, server, stream_name, subject, checkpoint)
     assert js.stream_info(target).state.messages == 3000
-    commits = sorted((checkpoint / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
-    last = commits[-1]
-    last.unlink()  # Spark now believes the last batch never committed…
-    crc = last.with_name(f".{last.name}.crc")
-    if crc.exists():
-        crc.unlink()
-    spy = js.client.subscribe(f"{target.lower()}.copy")  # sees publishes, duplicates included
+    _lose_last_commit(checkpoint)
+    spy = js.client.subscribe(subject)  # sees publishes, duplicates included
     js.client.flush()
-    run()  # …and writes it again, with the same message ids
+    _copy_query(spark, server, stream_name, subject, checkpoint)  # the last batch again, same message ids
     assert spy.pending() > 0  # the batch really was written again
     assert js.stream_info(target).state.messages == 3000
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["msg-ids", "exactly-once"])
+def test_streaming_write_replayed_after_the_duplicate_window(spark, server, js, stream_name, tmp_path, exactly_once):
+    """A query stopped after its last batch, that batch's commit lost, restarted
+    once the stream's duplicate window (2 s) has passed: with message ids alone
+    the replayed batch is stored again; with exactlyOnce it adds nothing."""
+    fill(js, stream_name, 3000)
+    target = f"{stream_name}OUT"
+    p = target.lower()
+    js.create_stream(name=target, subjects=[f"{p}.>"], duplicate_window=2.0, allow_atomic=True)
+    checkpoint = tmp_path / "checkpoint"
+    sink = {"exactlyOnce": "true", "progressSubject": f"{p}.progress"} if exactly_once else {}
+    _copy_query(spark, server, stream_name, f"{p}.copy", checkpoint, **sink)
+    ended = time.monotonic()
+    copies = lambda: js.stream_info(target, subjects_filter=f"{p}.copy").state.subjects.get(f"{p}.copy", 0)  # noqa: E731
+    assert copies() == 3000
+    _lose_last_commit(checkpoint)
+    wait_until(lambda: time.monotonic() - ended > 2.5, timeout=10)  # the duplicate window is over
+    _copy_query(spark, server, stream_name, f"{p}.copy", checkpoint, **sink)
+    assert copies() == (3000 if exactly_once else 4000)
+
+
+def test_batch_write_with_a_write_id_is_exactly_once(spark, server, js, stream_name):
+    p = stream_name.lower()
+    js.create_stream(name=stream_name, subjects=[f"{p}.>"], allow_atomic=True)
+    df = spark.createDataFrame([(f"{p}.w", f"payload-{i}") for i in range(2500)], "subject string, data string")
+    df = df.repartition(3)
+
+    def save(write_id: str) -> None:
+        (df.write.format("jetstream").option("servers", server.url).option("exactlyOnce", "true")
+         .option("progressSubject", f"{p}.progress").option("writeId", write_id).mode("append").save())
+
+    save("load-1")
+    save("load-1")  # the same write again: nothing added
+    assert js.stream_info(stream_name, subjects_filter=f"{p}.w").state.subjects[f"{p}.w"] == 2500
+    save("load-2")  # another write of the same rows
+    assert js.stream_info(stream_name, subjects_filter=f"{p}.w").state.subjects[f"{p}.w"] == 5000
+    with pytest.raises(Exception, match="allow_atomic=True"):
+        js.create_stream(name=f"{stream_name}P", subjects=[f"{p}plain.>"])
+        (df.write.format("jetstream").option("servers", server.url).option("subject", f"{p}plain.w")
+         .option("exactlyOnce", "true").option("progressSubject", f"{p}plain.progress").option("writeId", "x")
+         .mode("append").save())
+    assert js.stream_info(f"{stream_name}P").state.messages == 0
 
 
 def test_batch_write_with_msg_id_column_is_idempotent(spark, server, js, stream_name):

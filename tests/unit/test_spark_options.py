@@ -288,3 +288,28 @@ def test_a_write_carries_the_trace_context_of_its_options():
 def test_a_malformed_trace_context_is_refused(parent, state, match):
     with pytest.raises(jss.InvalidOptionError, match=match):
         trace_context(parent, state)
+
+
+EXACTLY_ONCE_REFUSED = [
+    (WRITE_STREAM, {"exactlyOnce": "true"}, "needs the 'progressSubject' option"),
+    (WRITE_STREAM, {"exactlyOnce": "true", "progressSubject": "p.>"}, "must not contain wildcards"),
+    (WRITE, {"exactlyOnce": "true", "progressSubject": "p"}, "needs the 'writeId' option"),
+    (WRITE, {"exactlyOnce": "true", "progressSubject": "p", "writeId": "a.b"}, "one subject token"),
+    (WRITE, {"writeId": "w"}, "'writeId' needs exactlyOnce=true"),
+    (WRITE_STREAM, {"progressSubject": "p"}, "'progressSubject' needs exactlyOnce=true"),
+    (WRITE, {"exactlyOnce": "maybe"}, "exactlyOnce='maybe': expected true or false"),
+]
+
+
+@pytest.mark.parametrize("role, given, message", EXACTLY_ONCE_REFUSED)
+def test_exactly_once_options_that_cannot_work_are_refused(role, given, message):
+    with pytest.raises(jss.InvalidOptionError, match=message.replace("(", r"\(").replace("*", r"\*")):
+        parse(role, given)
+
+
+def test_exactly_once_options():
+    stream = parse(WRITE_STREAM, {"exactlyOnce": "TRUE", "progressSubject": "orders.progress"})
+    assert (stream.progress_subject, stream.write_id) == ("orders.progress", None)  # the query id, per task
+    batch = parse(WRITE, {"exactlyOnce": "yes", "progressSubject": "p", "writeId": "load-1"})
+    assert (batch.progress_subject, batch.write_id) == ("p", "load-1")
+    assert parse(WRITE, {"exactlyOnce": "false"}).progress_subject is None
