@@ -9,6 +9,8 @@ import time
 import sys
 import threading
 
+import pytest
+
 from jetstream_sync.testing import wait_until
 
 
@@ -459,3 +461,13 @@ def stream_placed(js, stream: str) -> bool:
     """The replicated ``stream`` has a leader and every replica is current."""
     c = js.stream_info(stream).cluster
     return bool(c and c.leader and c.replicas and all(r.current for r in c.replicas))
+
+
+@pytest.fixture(autouse=True)
+def spark_clients_closed_after():
+    """Imported by a module that runs the Spark helpers in this process (as an
+    executor would): each test's shared clients and KVLookup watches end with it."""
+    yield
+    from jetstream_sync.spark._clients import close_all  # the spark extra: only where used
+
+    close_all()

@@ -6,6 +6,7 @@
   module).
 - :func:`publish_partition` for ``df.foreachPartition``.
 - :func:`trace_options`: a write's messages continue the driver's trace.
+- :class:`KVLookup`: a key-value bucket as a dictionary in every worker process.
 - :func:`shared_client` / :func:`close_all`: one client per worker process.
 
 See docs/guides/pyspark.md.
@@ -18,6 +19,7 @@ import sys
 from typing import Optional
 
 from ._clients import close_all, connect_options, shared_client
+from ._lookup import KVLookup
 from ._read import DataLossError, PartitionIncompleteError
 from ._write import PublishCounts, publish_partition, trace_options
 from .datasource import SCHEMA, JetStreamDataSource
@@ -28,6 +30,7 @@ __all__ = [
     "register",
     "publish_partition",
     "trace_options",
+    "KVLookup",
     "PublishCounts",
     "shared_client",
     "close_all",

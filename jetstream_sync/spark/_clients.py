@@ -12,7 +12,7 @@ the process that connects, from the ``tls.*`` files or PEM texts.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Mapping, Union
+from typing import Any, Callable, Dict, List, Mapping, Union
 
 import jetstream_sync as jss
 
@@ -61,6 +61,13 @@ def shared_client(connection: Connection) -> jss.Client:
     return jss.shared_client(kwargs.pop("servers"), **kwargs)
 
 
+# What else close_all() ends first: the watches of KVLookup (which uses this module).
+CLOSE_HOOKS: List[Callable[[], None]] = []
+
+
 def close_all(timeout: float = 5.0) -> None:
-    """Close every shared client of this process (tests, or ``reuse=false`` workers)."""
+    """Close every shared client of this process (tests, or ``reuse=false``
+    workers), after stopping the watches of its :class:`KVLookup` copies."""
+    for hook in CLOSE_HOOKS:
+        hook()
     jss.close_shared_clients(timeout=timeout)

@@ -14,16 +14,12 @@ from typing import Iterator, List
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync.spark._clients import close_all
 from jetstream_sync.spark._write import CHUNK_ROWS, Progress, publish_exactly_once
+
+from ..helpers import spark_clients_closed_after  # noqa: F401 (an autouse fixture)
 
 MARKER = "prog.w1.0"
 
-
-@pytest.fixture(autouse=True)
-def _close_shared_clients() -> Iterator[None]:
-    yield
-    close_all()
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
-from typing import Iterator, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import pytest
 
@@ -15,16 +15,11 @@ from jetstream_sync.spark import _read
 from jetstream_sync.spark._clients import close_all
 from jetstream_sync.spark._read import SeqRange, read_messages
 
-from ..helpers import publish, wait_until
+from ..helpers import publish, spark_clients_closed_after, wait_until  # noqa: F401 (an autouse fixture)
 
 # A reader that only ends by timing out waits LONG, longer than each test's bound.
 LONG = 60.0
 
-
-@pytest.fixture(autouse=True)
-def _close_shared_clients() -> Iterator[None]:
-    yield
-    close_all()
 
 
 def seq_range(url: str, stream: str, start: int, end: int, *, subjects: Tuple[str, ...] = (),

@@ -339,3 +339,23 @@ def test_the_readme_pyspark_snippet_runs_as_written(spark, server, js, tmp_path)
         js.delete_stream("ORDERS")
     assert archived == 20  # one copy per source message, keyed by its sequence
     assert orders == 40  # the foreachPartition line published the 20 rows again
+
+
+def test_kv_lookup_joins_reference_data_in_map_in_pandas(spark, server, js):
+    from jetstream_sync.spark import KVLookup
+
+    kv = js.create_key_value(bucket="FX")
+    kv.put("EUR", b"1.08")
+    kv.put("GBP", b"1.27")
+    rates = KVLookup(server.url, "FX")
+
+    def enrich(batches):
+        for pdf in batches:
+            pdf["rate"] = [float(rates.get(c, b"0")) for c in pdf["currency"]]
+            yield pdf
+
+    df = spark.createDataFrame([(i, ("EUR", "GBP", "CHF")[i % 3]) for i in range(300)], "id long, currency string")
+    out = df.repartition(3).mapInPandas(enrich, "id long, currency string, rate double").collect()
+    assert len(out) == 300
+    by_currency = {r.currency: r.rate for r in out}
+    assert by_currency == {"EUR": 1.08, "GBP": 1.27, "CHF": 0.0}
