@@ -29,12 +29,16 @@ def test_fetch_blocks_per_message_and_returns_when_batch_full(js, subj, cons):
 def test_delete_consumer_during_fetch(js, stream, subj, cons):
     publish(js, subj, 5)
     got = []
+    # The fetch may see "409 Consumer Deleted" before the deleting call has its
+    # answer: that call ends before the test does (and its client closes).
+    deleter = threading.Thread(target=stream.delete_consumer, args=("c",))
     with pytest.raises(jss.ConsumerDeletedError):
         for msg in cons.fetch(10, expires=10):
             got.append(msg)
             if len(got) == 5:
-                threading.Thread(target=stream.delete_consumer, args=("c",)).start()
-    assert len(got) == 5
+                deleter.start()
+    deleter.join(10)
+    assert len(got) == 5 and not deleter.is_alive()
 
 
 def test_fetch_single_messages_one_by_one(js, subj, cons):
@@ -226,9 +230,12 @@ def test_next_with_custom_timeout(cons):
 
 
 def test_next_delete_consumer_while_waiting(stream, cons):
-    threading.Timer(0.3, stream.delete_consumer, args=("c",)).start()
+    deleter = threading.Timer(0.3, stream.delete_consumer, args=("c",))
+    deleter.start()
     with pytest.raises(jss.ConsumerDeletedError):
         cons.next(timeout=10)
+    deleter.join(10)  # its call answered before the client closes
+    assert not deleter.is_alive()
 
 
 def test_fetch_heartbeat_and_stats(js, subj, cons):
