@@ -15,6 +15,7 @@ been written).
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -130,8 +131,12 @@ def check(history: Sequence[Op], final: Sequence[Entry]) -> Report:
                        f"revision {prev.revision}: a second create of a key that had a value")
 
     # Deletes return no revision: count their markers per key.
-    for key in {op.key for op in history if op.kind == "delete"} | set(per_key):
-        dels = [op for op in history if op.kind == "delete" and op.key == key]
+    deletes: Dict[str, List[Op]] = defaultdict(list)
+    for op in history:
+        if op.kind == "delete":
+            deletes[op.key].append(op)
+    for key in set(deletes) | set(per_key):
+        dels = deletes.get(key, [])
         acked = sum(op.outcome == "ok" for op in dels)
         maybe = sum(op.outcome == "info" for op in dels)
         markers = sum(by_rev[r].op == "DEL" for r in per_key.get(key, []))
@@ -156,11 +161,17 @@ def check(history: Sequence[Op], final: Sequence[Entry]) -> Report:
 
     # Reads: what they saw existed, came from no later call, and was current.
     written_by = {op.value: op for op in history if op.kind in WRITES and op.value}
+    # Per key, acknowledged writes by completion, with the highest revision
+    # among the first i of them: the newest a later read must see, by bisection.
     key_writes: Dict[str, List[Op]] = defaultdict(list)
     for op in ok_writes:
         key_writes[op.key].append(op)
-    for ops in key_writes.values():
+    key_completes: Dict[str, List[float]] = {}
+    key_newest: Dict[str, List[int]] = {}
+    for key, ops in key_writes.items():
         ops.sort(key=lambda op: op.complete)
+        key_completes[key] = [w.complete for w in ops]
+        key_newest[key] = list(itertools.accumulate((w.revision or 0 for w in ops), max))
     for op in history:
         if op.kind != "get" or op.outcome != "ok":
             continue
@@ -174,11 +185,12 @@ def check(history: Sequence[Op], final: Sequence[Entry]) -> Report:
             writer = written_by.get(op.value) if op.read_op == "PUT" else None
             if writer is not None and writer.invoke > op.complete:
                 bad.append(f"get {op.key} saw {op.value!r}, written by a call begun after the read ended")
-        known = [w for w in key_writes[op.key] if w.complete < op.invoke]
-        newest = max((w.revision or 0 for w in known), default=0)
+        i = bisect.bisect_left(key_completes.get(op.key, []), op.invoke)  # the writes completed before it began
+        newest = key_newest[op.key][i - 1] if i else 0
         seen = op.revision or 0
         if seen < newest:
-            behind = sum(seen < r <= newest for r in per_key.get(op.key, []))
+            revs = per_key.get(op.key, [])
+            behind = bisect.bisect_right(revs, newest) - bisect.bisect_right(revs, seen)
             if op.consistent:
                 bad.append(f"stale read marked consistent: get {op.key} saw revision {seen} after revision "
                            f"{newest} was acknowledged ({behind} behind)")
