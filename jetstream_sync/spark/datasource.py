@@ -412,7 +412,7 @@ class StreamWriter(_Writer, DataSourceStreamArrowWriter):
             # The query id is kept in the checkpoint: the same after a restart from it.
             write_id = self.opts.write_id or query_id
             if write_id is None or batch_id is None:  # pragma: no cover - Spark sets both in a streaming task
-                raise InvalidOptionError("exactlyOnce: this task has no streaming query id or batch id")
+                raise RuntimeError("exactlyOnce: this streaming task has no query id or batch id from Spark")
             return self._write_once(iterator, write_id, int(batch_id))
         prefix = self.opts.msg_id_prefix or query_id or "jetstream"
         return self._write(iterator, f"{prefix}:{batch_id}")

@@ -319,6 +319,12 @@ INVALID_OPTION_ALLOWED = {
     "spark._write:publish_rows",
     "spark._write:_columns",
     "spark.datasource:_append_only",
+    # The exactly-once sink's checks of its target stream, read from the server
+    # (a stream that stores the progress subject and allows atomic batches, a
+    # marker nothing else wrote), and of a row's data (as publish_rows).
+    "spark._write:Progress.read",
+    "spark._write:progress_stream",
+    "spark._write:_batch_item",
 }
 
 
