@@ -210,8 +210,9 @@ class JsPublisher:
         # Every message but the commit as protocol lines, formatted here in the
         # calling thread: the loop writes them at once (fast paths only).
         lines = _pub_lines(prepared[:-1], blocks) if self._conn.fast else None
+        size = sum(len(payload) for _, payload, _ in prepared[:-1])
         try:
-            resp = self._conn.run(self._apublish_batch(prepared, t, retry, lines), t + 1.0)
+            resp = self._conn.run(self._apublish_batch(prepared, t, retry, lines, size), t + 1.0)
         except errors.TimeoutError as exc:
             raise self._conn.timed_out(
                 f"atomic batch {batch_id} of {len(prepared)} messages: no answer to its commit within {t}s"
@@ -220,14 +221,15 @@ class JsPublisher:
 
     async def _apublish_batch(
         self, prepared: List[Tuple[str, bytes, Dict[str, str]]], timeout: float, retry: Tuple[int, float],
-        lines: Optional[bytes] = None,
+        lines: Optional[bytes] = None, size: int = 0,
     ) -> Dict[str, Any]:
+        """``lines``: the messages but the commit as protocol lines, of
+        ``size`` payload bytes in all (fast paths only)."""
         conn = self._conn
         deadline = time.monotonic() + timeout
         tried = 0
         while True:
             if lines is not None and conn.fast:
-                size = sum(len(payload) for _, payload, _ in prepared[:-1])
                 if lines and not conn.send_commands(lines, len(prepared) - 1, size):
                     raise errors.ConnectionClosedError("cannot publish: the connection is closed or its buffer is full")
             else:

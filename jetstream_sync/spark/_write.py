@@ -140,14 +140,16 @@ def publish_rows(
 
     for index, row in enumerate(rows if fields is None else map(fields, rows)):
         subject, data, headers, row_id = row
-        if data is None:
-            raise jss.InvalidOptionError("data must not be null")
+        sent = message_headers(data, headers, trace)
         if row_id is None and msg_id is not None:
             row_id = msg_id(index)
-        if trace or (headers and "traceparent" in headers):
-            pending.append(_traced_publish(js, subject, data, headers, row_id, timeout, trace or {}))
+        own = headers is not None and "traceparent" in headers
+        if (tr := otel.active) is not None and (trace or own):
+            # instrumented: the publish span's parent is the row's own trace, or the write's
+            with tr.attached(dict(headers) if own and headers is not None else dict(trace or {})):
+                pending.append(js.publish_async(subject, data, headers=headers, msg_id=row_id, timeout=timeout))
         else:
-            pending.append(js.publish_async(subject, data, headers=headers, msg_id=row_id, timeout=timeout))
+            pending.append(js.publish_async(subject, data, headers=sent, msg_id=row_id, timeout=timeout))
         if len(pending) > _CHECK_AFTER:
             settle(pending.popleft())
     while pending:
@@ -195,7 +197,10 @@ class Progress:
 
 
 def progress_stream(js: jss.JetStream, marker: str) -> str:
-    """The stream that stores ``marker`` and lets atomic batches in; else InvalidOptionError."""
+    """The stream that stores ``marker`` and lets atomic batches in; else
+    InvalidOptionError. ``marker`` may be a wildcard (``progress.>``, the
+    driver's check of every partition's marker): streams' subjects never
+    overlap, so one stream answering means each marker is there or nowhere."""
     names = js.stream_names(subject=marker)
     if len(names) != 1:
         raise jss.InvalidOptionError(
@@ -228,6 +233,7 @@ def publish_exactly_once(
     batch: int,
     timeout: float,
     trace: Optional[Mapping[str, str]] = None,
+    stream: Optional[str] = None,
 ) -> PublishCounts:
     """Publish a partition's rows, (subject, data, headers, msg_id) tuples, so
     that however often and however late it runs again with the same rows in
@@ -239,9 +245,10 @@ def publish_exactly_once(
     A run reads the last marker first and skips what it says is stored; a chunk
     cut off before its marker is dropped by the server; of two runs at once
     (speculative tasks) only one commits each chunk. ``duplicates`` counts the
-    rows skipped."""
+    rows skipped. ``stream``: the one storing ``marker``, as progress_stream()
+    found it (the driver's check); None: look it up here."""
     js = client.jetstream()
-    stream = progress_stream(js, marker)
+    stream = stream or progress_stream(js, marker)
     progress = Progress.read(js, stream, marker)
     counts = PublishCounts()
     for index, (chunk, last) in enumerate(_chunks(rows)):
@@ -271,28 +278,25 @@ def publish_exactly_once(
     return counts
 
 
-def _batch_item(row: Tuple[str, Any, Optional[Dict[str, str]], Optional[str]], trace: Optional[Mapping[str, str]]) -> Any:
-    subject, data, headers, row_id = row
+def message_headers(
+    data: Any, headers: Optional[Dict[str, str]], trace: Optional[Mapping[str, str]],
+) -> Optional[Dict[str, str]]:
+    """The headers a row's message goes out with: the row's own, after the
+    write's ``trace`` headers unless the row carries a ``traceparent`` of its
+    own (then ``headers`` itself). Refuses a row without data."""
     if data is None:
         raise jss.InvalidOptionError("data must not be null")
     if trace and not (headers and "traceparent" in headers):
-        headers = {**trace, **(headers or {})}
+        return {**trace, **(headers or {})}
+    return headers
+
+
+def _batch_item(row: Tuple[str, Any, Optional[Dict[str, str]], Optional[str]], trace: Optional[Mapping[str, str]]) -> Any:
+    subject, data, headers, row_id = row
+    headers = message_headers(data, headers, trace)
     if row_id is not None:
         headers = {**(headers or {}), "Nats-Msg-Id": row_id}
     return (subject, data, headers) if headers else (subject, data)
-
-
-def _traced_publish(
-    js: jss.JetStream, subject: str, data: Any, headers: Optional[Dict[str, str]], row_id: Optional[str],
-    timeout: float, trace: Mapping[str, str],
-) -> Any:
-    """publish_async of a row in the trace of ``trace``, or of its own traceparent header."""
-    own = headers is not None and "traceparent" in headers
-    if (tr := otel.active) is None:  # the trace headers go on as they are
-        hdrs = headers if own else {**trace, **(headers or {})}
-        return js.publish_async(subject, data, headers=hdrs, msg_id=row_id, timeout=timeout)
-    with tr.attached(dict(headers) if own and headers is not None else dict(trace)):  # the publish span's parent
-        return js.publish_async(subject, data, headers=headers, msg_id=row_id, timeout=timeout)
 
 
 def publish_partition(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
@@ -351,24 +351,26 @@ class _Writer:
         # Spark asks for the writer in a Python worker of its own, where no span of the
         # application is current: the trace comes in the options (see trace_options()).
         self.trace = opts.trace
-        if opts.progress_subject is not None:  # the stream is there and takes atomic batches: fail before any task
-            progress_stream(shared_client(opts.connection).jetstream(), f"{opts.progress_subject}.check.0")
+        # exactlyOnce: the stream is there and takes atomic batches; checked
+        # once, here, before any task runs, and handed to every task
+        self.stream = None if opts.progress_subject is None else progress_stream(
+            shared_client(opts.connection).jetstream(), f"{opts.progress_subject}.>")
 
-    def _write(self, batches: Iterator[Any], msg_id_prefix: Optional[str]) -> PublishedCommit:
+    def _write(self, batches: Iterator[Any], msg_ids: Optional[str], once: Optional[Tuple[str, int]] = None) -> PublishedCommit:
+        """Publish a task's rows, each with a Nats-Msg-Id ``<msg_ids>:<partition>:<row>``
+        if ``msg_ids``; ``once``: (write id, batch), exactlyOnce, in atomic
+        chunks behind this partition's progress marker."""
         # Arrow writers: Spark hands over RecordBatches, whose columns become
         # lists in C, instead of building a Row object per row.
         partition = _task()[0]
         client = shared_client(self.opts.connection)
-        msg_id = (lambda i: f"{msg_id_prefix}:{partition}:{i}") if msg_id_prefix else None
-        counts = publish_rows(batch_fields(batches, self.opts.subject), None, client, self.opts.timeout, msg_id, self.trace)
-        return PublishedCommit(partition, counts.published, counts.duplicates)
-
-    def _write_once(self, batches: Iterator[Any], write_id: str, batch: int) -> PublishedCommit:
-        """exactlyOnce: atomic chunks behind this partition's progress marker."""
-        partition = _task()[0]
-        marker = f"{self.opts.progress_subject}.{write_id}.{partition}"
-        counts = publish_exactly_once(batch_fields(batches, self.opts.subject), shared_client(self.opts.connection),
-                                      marker, batch, self.opts.timeout, self.trace)
+        rows = batch_fields(batches, self.opts.subject)
+        if once is not None:
+            marker = f"{self.opts.progress_subject}.{once[0]}.{partition}"
+            counts = publish_exactly_once(rows, client, marker, once[1], self.opts.timeout, self.trace, self.stream)
+        else:
+            msg_id = (lambda i: f"{msg_ids}:{partition}:{i}") if msg_ids else None
+            counts = publish_rows(rows, None, client, self.opts.timeout, msg_id, self.trace)
         return PublishedCommit(partition, counts.published, counts.duplicates)
 
     @staticmethod
@@ -389,7 +391,7 @@ class BatchWriter(_Writer, DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[Any]) -> PublishedCommit:
         if self.opts.write_id is not None:  # exactlyOnce (parse() asks for a writeId there)
-            return self._write_once(iterator, self.opts.write_id, 0)
+            return self._write(iterator, None, (self.opts.write_id, 0))
         prefix = self.opts.msg_id_prefix
         return self._write(iterator, f"{prefix}:batch" if prefix else None)
 
@@ -413,7 +415,7 @@ class StreamWriter(_Writer, DataSourceStreamArrowWriter):
             write_id = self.opts.write_id or query_id
             if write_id is None or batch_id is None:  # pragma: no cover - Spark sets both in a streaming task
                 raise RuntimeError("exactlyOnce: this streaming task has no query id or batch id from Spark")
-            return self._write_once(iterator, write_id, int(batch_id))
+            return self._write(iterator, None, (write_id, int(batch_id)))
         prefix = self.opts.msg_id_prefix or query_id or "jetstream"
         return self._write(iterator, f"{prefix}:{batch_id}")
 

@@ -14,7 +14,7 @@ from typing import Iterator, List
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync.spark._write import CHUNK_ROWS, Progress, publish_exactly_once
+from jetstream_sync.spark._write import CHUNK_ROWS, Progress, progress_stream, publish_exactly_once
 
 from ..helpers import spark_clients_closed_after  # noqa: F401 (an autouse fixture)
 
@@ -144,3 +144,14 @@ def test_setups_that_cannot_be_exactly_once_are_refused_before_anything_is_sent(
         publish_exactly_once(iter([("atomic.x", b"x", None, None)]), nc, "atomic.p.w.0", 0, timeout=5)
     assert js.stream_info("PLAIN").state.messages == 0
     assert js.stream_info("ATOMIC").state.messages == 1
+
+
+def test_the_drivers_check_refuses_markers_split_over_streams(server, js):
+    # The driver checks every partition's marker at once (a wildcard) and hands
+    # the stream to the tasks: partition 1's marker must not be elsewhere.
+    js.create_stream(name="P0", subjects=["pp.w.0"], allow_atomic=True)
+    js.create_stream(name="P1", subjects=["pp.w.1"], allow_atomic=True)
+    with pytest.raises(jss.InvalidOptionError, match="is in 2 streams"):
+        progress_stream(js, "pp.>")
+    js.create_stream(name="ONE", subjects=["one.>"], allow_atomic=True)
+    assert progress_stream(js, "one.>") == "ONE"

@@ -316,15 +316,14 @@ INVALID_OPTION_ALLOWED = {
     # The Spark sink's checks of a DataFrame's columns and rows and of the save
     # mode, made when it is written (the source's option strings are options.spark's).
     "spark._write:row_fields",
-    "spark._write:publish_rows",
+    "spark._write:message_headers",  # a row without data
     "spark._write:_columns",
     "spark.datasource:_append_only",
     # The exactly-once sink's checks of its target stream, read from the server
     # (a stream that stores the progress subject and allows atomic batches, a
-    # marker nothing else wrote), and of a row's data (as publish_rows).
+    # marker nothing else wrote).
     "spark._write:Progress.read",
     "spark._write:progress_stream",
-    "spark._write:_batch_item",
 }
 
 
