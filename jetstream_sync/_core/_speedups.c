@@ -594,10 +594,376 @@ static PyObject *puback(PyObject *module, PyObject *data) {
     return Py_BuildValue("(y#L)", p + name, name_len, seq);
 }
 
+/* -- Arrow columns of pulled messages (the Spark reader) -------------------- */
+
+/* Slots of a message this reads (a subset of slot_names). */
+enum { A_SUBJECT, A_REPLY, A_DATA, A_HDR_RAW, A_HEADERS, N_ASLOTS };
+static const int aslot_of[N_ASLOTS] = {S_SUBJECT, S_REPLY, S_DATA, S_HDR_RAW, S_HEADERS};
+
+#define MAX_ENTRIES 256 /* header lines of one message this parses; more: Python's */
+
+static int is_ascii_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* str.isspace() for an ASCII character: also the information separators. */
+static int is_str_space(unsigned char c) { return is_ascii_space(c) || (c >= 0x1c && c <= 0x1f); }
+
+static void strip(const char **p, Py_ssize_t *len) {
+    while (*len > 0 && is_ascii_space((unsigned char)**p)) {
+        (*p)++;
+        (*len)--;
+    }
+    while (*len > 0 && is_ascii_space((unsigned char)(*p)[*len - 1])) {
+        (*len)--;
+    }
+}
+
+/* 1: valid UTF-8 as Python's strict decoder reads it; 0: not; -1: error. */
+static int valid_utf8(const char *p, Py_ssize_t len) {
+    Py_ssize_t i = 0;
+    while (i < len && (unsigned char)p[i] < 0x80) {
+        i++;
+    }
+    if (i == len) {
+        return 1;
+    }
+    PyObject *u = PyUnicode_DecodeUTF8(p, len, "strict");
+    if (u != NULL) {
+        Py_DECREF(u);
+        return 1;
+    }
+    if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
+}
+
+/* Plain digits as a whole token, within int64 (a timestamp in ns has 19). */
+static int token_number(const char *p, Py_ssize_t len, long long *out) {
+    if (len < 1 || len > 19) {
+        return 0;
+    }
+    long long v = 0;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        if (p[i] < '0' || p[i] > '9' || v > (LLONG_MAX - (p[i] - '0')) / 10) {
+            return 0;
+        }
+        v = v * 10 + (p[i] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+typedef struct {
+    const char *key, *val;
+    Py_ssize_t key_len, val_len;
+} entry;
+
+/* The entries of a header block as parse_header_block() has them (status
+ * line skipped, blank and colon-less lines skipped, names stripped and only
+ * ASCII without inner whitespace, values stripped, a repeated name keeps its
+ * first place and its last value). Returns the count, or -1 when Python must
+ * read this block (a value that is not UTF-8, too many lines), -2 on error. */
+static int header_entries(const char *raw, Py_ssize_t len, entry *out) {
+    const char *end = raw + len, *p = NULL;
+    for (const char *q = raw; q + 1 < end; q++) {
+        if (q[0] == '\r' && q[1] == '\n') {
+            p = q + 2;
+            break;
+        }
+    }
+    int n = 0;
+    while (p != NULL && p < end) {
+        const char *eol = p, *next = end;
+        while (eol + 1 < end && !(eol[0] == '\r' && eol[1] == '\n')) {
+            eol++;
+        }
+        if (eol + 1 < end) {
+            next = eol + 2;
+        } else {
+            eol = end;
+        }
+        const char *colon = memchr(p, ':', (size_t)(eol - p));
+        if (colon != NULL) {
+            const char *k = p, *v = colon + 1;
+            Py_ssize_t kl = colon - p, vl = eol - v;
+            strip(&k, &kl);
+            strip(&v, &vl);
+            int ok = 1;
+            for (Py_ssize_t i = 0; i < kl && ok; i++) {
+                unsigned char c = (unsigned char)k[i];
+                ok = c < 0x80 && !is_str_space(c);
+            }
+            if (ok) {
+                int u = valid_utf8(v, vl);
+                if (u != 1) {
+                    return u == 0 ? -1 : -2;
+                }
+                int at = 0;
+                while (at < n && !(out[at].key_len == kl && memcmp(out[at].key, k, (size_t)kl) == 0)) {
+                    at++;
+                }
+                if (at == n) {
+                    if (n == MAX_ENTRIES) {
+                        return -1;
+                    }
+                    out[n].key = k;
+                    out[n].key_len = kl;
+                    n++;
+                }
+                out[at].val = v;
+                out[at].val_len = vl;
+            }
+        }
+        p = next;
+    }
+    return n;
+}
+
+/* A column's buffer: its bytes, and how many are filled. */
+typedef struct {
+    PyObject *b;
+    Py_ssize_t at;
+} column;
+
+static int col_new(column *c, Py_ssize_t size) {
+    c->b = PyBytes_FromStringAndSize(NULL, size);
+    c->at = 0;
+    if (c->b != NULL && size > 0) {
+        memset(PyBytes_AS_STRING(c->b), 0, (size_t)size);
+    }
+    return c->b != NULL ? 0 : -1;
+}
+
+static void col_put(column *c, const void *p, Py_ssize_t n) {
+    memcpy(PyBytes_AS_STRING(c->b) + c->at, p, (size_t)n);
+    c->at += n;
+}
+
+static void col_i32(column *c, int32_t v) { col_put(c, &v, 4); }
+static void col_i64(column *c, int64_t v) { col_put(c, &v, 8); }
+
+/* A growable byte buffer that ends as bytes. */
+static PyObject *out_bytes(outbuf *o) {
+    PyObject *b = PyBytes_FromStringAndSize(o->buf != NULL ? o->buf : "", o->len);
+    PyMem_Free(o->buf);
+    o->buf = NULL;
+    return b;
+}
+
+/* arrow_rows(msgs, with_headers, stream) -> the Arrow buffers of the reader's rows, else None
+ *
+ * msgs: a list of one message type (WireMsg's slots), as pulled; stream: the
+ * stream's name (bytes), the first column of every row. Returns (stream
+ * offsets, stream values, subject offsets, subject values, seq, data offsets, data values,
+ * timestamp µs, header validity, header offsets, key offsets, key values,
+ * value offsets, value values, header nulls), little-endian int32 offsets
+ * and int64 values as pyarrow reads them, the same rows the Python path
+ * (read_range_arrow) makes. None when any message is not plain (not bytes,
+ * headers already parsed, a subject or header value that is not UTF-8, an
+ * ack subject of another shape than the first's, 2 GiB of a column): then
+ * Python makes the whole batch, so the accelerator is never its only reader. */
+static PyObject *arrow_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyList_CheckExact(args[0]) || !PyBytes_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "arrow_rows() takes a list, a bool and bytes");
+        return NULL;
+    }
+    const char *stream = PyBytes_AS_STRING(args[2]);
+    Py_ssize_t stream_len = PyBytes_GET_SIZE(args[2]);
+    PyObject *msgs = args[0];
+    int with_headers = PyObject_IsTrue(args[1]);
+    if (with_headers < 0) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(msgs);
+    if (n == 0) {
+        Py_RETURN_NONE;
+    }
+    wire_layout layout = {NULL, {0}};
+    if (!learn_wire(Py_TYPE(PyList_GET_ITEM(msgs, 0)), &layout)) {
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t off[N_ASLOTS];
+    for (int i = 0; i < N_ASLOTS; i++) {
+        off[i] = layout.off[aslot_of[i]];
+    }
+#define SLOT(o, i) (*(PyObject **)((char *)(o) + off[i]))
+    /* Pass 1: every message plain, the columns' sizes, the ack subjects' shape. */
+    long long subj_total = 0, data_total = 0;
+    int ntok_first = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *m = PyList_GET_ITEM(msgs, i);
+        if (Py_TYPE(m) != layout.type) {
+            goto plain_no;
+        }
+        PyObject *s = SLOT(m, A_SUBJECT), *r = SLOT(m, A_REPLY), *d = SLOT(m, A_DATA), *h = SLOT(m, A_HDR_RAW);
+        if (s == NULL || r == NULL || d == NULL || h == NULL || SLOT(m, A_HEADERS) != Py_None || !PyBytes_CheckExact(s) ||
+            !PyBytes_CheckExact(r) || !PyBytes_CheckExact(d) || (h != Py_None && !PyBytes_CheckExact(h))) {
+            goto plain_no;
+        }
+        int u = valid_utf8(PyBytes_AS_STRING(s), PyBytes_GET_SIZE(s));
+        if (u < 0) {
+            goto fail;
+        }
+        if (u == 0) {
+            goto plain_no;
+        }
+        const char *rp = PyBytes_AS_STRING(r);
+        Py_ssize_t rl = PyBytes_GET_SIZE(r);
+        int dots = 0;
+        for (Py_ssize_t j = 0; j < rl; j++) {
+            dots += rp[j] == '.';
+        }
+        if (ntok_first < 0) {
+            ntok_first = dots + 1;
+        } else if (dots + 1 != ntok_first) {
+            goto plain_no;
+        }
+        subj_total += PyBytes_GET_SIZE(s);
+        data_total += PyBytes_GET_SIZE(d);
+        if (subj_total > INT32_MAX || data_total > INT32_MAX) {
+            goto plain_no;
+        }
+    }
+    if ((ntok_first != 9 && ntok_first < 12) || stream_len * (long long)n > INT32_MAX) {
+        goto plain_no;
+    }
+    int i_seq = ntok_first == 9 ? 5 : 7, i_ts = i_seq + 2;
+
+    column sto = {0}, stv = {0}, so = {0}, sv = {0}, sq = {0}, dof = {0}, dv = {0}, ts = {0}, hv = {0}, ho = {0};
+    outbuf ko = {0}, kv = {0}, vo = {0}, vv = {0};
+    entry *ents = NULL;
+    PyObject *result = NULL;
+    Py_ssize_t hnull = 0;
+    int32_t nkeys = 0;
+    if (col_new(&sto, (n + 1) * 4) < 0 || col_new(&stv, stream_len * n) < 0 || col_new(&so, (n + 1) * 4) < 0 || col_new(&sv, (Py_ssize_t)subj_total) < 0 || col_new(&sq, n * 8) < 0 ||
+        col_new(&dof, (n + 1) * 4) < 0 || col_new(&dv, (Py_ssize_t)data_total) < 0 || col_new(&ts, n * 8) < 0 ||
+        col_new(&hv, with_headers ? (n + 7) / 8 : 0) < 0 || col_new(&ho, with_headers ? (n + 1) * 4 : 0) < 0) {
+        goto done;
+    }
+    if (with_headers) {
+        ents = PyMem_Malloc(sizeof(entry) * MAX_ENTRIES);
+        if (ents == NULL || out_reserve(&ko, 4) < 0 || out_reserve(&vo, 4) < 0) {
+            if (ents == NULL) {
+                PyErr_NoMemory();
+            }
+            goto done;
+        }
+        int32_t zero = 0;
+        out_put(&ko, (const char *)&zero, 4);
+        out_put(&vo, (const char *)&zero, 4);
+        col_i32(&ho, 0);
+    }
+    col_i32(&sto, 0);
+    col_i32(&so, 0);
+    col_i32(&dof, 0);
+    /* Pass 2: fill. */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *m = PyList_GET_ITEM(msgs, i);
+        PyObject *s = SLOT(m, A_SUBJECT), *r = SLOT(m, A_REPLY), *d = SLOT(m, A_DATA), *h = SLOT(m, A_HDR_RAW);
+        col_put(&stv, stream, stream_len);
+        col_i32(&sto, (int32_t)stv.at);
+        col_put(&sv, PyBytes_AS_STRING(s), PyBytes_GET_SIZE(s));
+        col_i32(&so, (int32_t)sv.at);
+        col_put(&dv, PyBytes_AS_STRING(d), PyBytes_GET_SIZE(d));
+        col_i32(&dof, (int32_t)dv.at);
+        const char *rp = PyBytes_AS_STRING(r), *tok = rp;
+        Py_ssize_t rl = PyBytes_GET_SIZE(r);
+        long long seq = -1, nanos = -1;
+        int t = 0;
+        for (Py_ssize_t j = 0; j <= rl; j++) {
+            if (j == rl || rp[j] == '.') {
+                Py_ssize_t len = rp + j - tok;
+                if ((t == i_seq && !token_number(tok, len, &seq)) || (t == i_ts && !token_number(tok, len, &nanos))) {
+                    goto plain_no_cols;
+                }
+                t++;
+                tok = rp + j + 1;
+            }
+        }
+        col_i64(&sq, (int64_t)seq);
+        col_i64(&ts, (int64_t)(nanos / 1000));
+        if (!with_headers) {
+            continue;
+        }
+        int ne = 0;
+        if (h != Py_None && PyBytes_GET_SIZE(h) > 0) {
+            ne = header_entries(PyBytes_AS_STRING(h), PyBytes_GET_SIZE(h), ents);
+            if (ne == -2) {
+                goto done;
+            }
+            if (ne == -1) {
+                goto plain_no_cols;
+            }
+        }
+        if (ne == 0) {
+            hnull++;
+        } else {
+            PyBytes_AS_STRING(hv.b)[i / 8] |= (char)(1 << (i % 8));
+            for (int e = 0; e < ne; e++) {
+                if (out_reserve(&kv, ents[e].key_len) < 0 || out_reserve(&vv, ents[e].val_len) < 0 ||
+                    out_reserve(&ko, 4) < 0 || out_reserve(&vo, 4) < 0) {
+                    goto done;
+                }
+                out_put(&kv, ents[e].key, ents[e].key_len);
+                out_put(&vv, ents[e].val, ents[e].val_len);
+                if (kv.len > INT32_MAX || vv.len > INT32_MAX) {
+                    goto plain_no_cols;
+                }
+                int32_t ke = (int32_t)kv.len, ve = (int32_t)vv.len;
+                out_put(&ko, (const char *)&ke, 4);
+                out_put(&vo, (const char *)&ve, 4);
+            }
+            nkeys += ne;
+        }
+        col_i32(&ho, nkeys);
+    }
+    {
+        PyObject *kob = out_bytes(&ko), *kvb = out_bytes(&kv), *vob = out_bytes(&vo), *vvb = out_bytes(&vv);
+        if (kob != NULL && kvb != NULL && vob != NULL && vvb != NULL) {
+            result = Py_BuildValue("(OOOOOOOOOOOOOOn)", sto.b, stv.b, so.b, sv.b, sq.b, dof.b, dv.b, ts.b, hv.b, ho.b, kob, kvb, vob,
+                                   vvb, hnull);
+        }
+        Py_XDECREF(kob);
+        Py_XDECREF(kvb);
+        Py_XDECREF(vob);
+        Py_XDECREF(vvb);
+    }
+    goto done;
+plain_no_cols:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(sto.b);
+    Py_XDECREF(stv.b);
+    Py_XDECREF(so.b);
+    Py_XDECREF(sv.b);
+    Py_XDECREF(sq.b);
+    Py_XDECREF(dof.b);
+    Py_XDECREF(dv.b);
+    Py_XDECREF(ts.b);
+    Py_XDECREF(hv.b);
+    Py_XDECREF(ho.b);
+    PyMem_Free(ko.buf);
+    PyMem_Free(kv.buf);
+    PyMem_Free(vo.buf);
+    PyMem_Free(vv.buf);
+    PyMem_Free(ents);
+    Py_XDECREF(layout.type);
+    return result;
+plain_no:
+    Py_XDECREF(layout.type);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(layout.type);
+    return NULL;
+#undef SLOT
+}
+
 static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL, "Parse the run of MSG/HMSG messages at pos (see the module source)."},
     {"pub_batch", (PyCFunction)(void (*)(void))pub_batch, METH_FASTCALL, "Every queued publish as PUB/HPUB lines (see the module source)."},
     {"puback", (PyCFunction)puback, METH_O, "(stream, seq) of a plain PubAck, else None."},
+    {"arrow_rows", (PyCFunction)(void (*)(void))arrow_rows, METH_FASTCALL, "Arrow buffers of pulled messages (see the module source)."},
     {NULL, NULL, 0, NULL},
 };
 

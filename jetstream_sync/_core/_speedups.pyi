@@ -1,5 +1,5 @@
 # Types of the optional C accelerator (_speedups.c); absent when it was not built.
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 def scan(
     buf: Any,
@@ -14,3 +14,4 @@ def pub_batch(
     queue: Any, prefix: bytes, next_id: int, inflight: Dict[bytes, Any]
 ) -> Tuple[bytes, int, int, int, Optional[Tuple[Any, BaseException]]]: ...
 def puback(data: bytes) -> Optional[Tuple[bytes, int]]: ...
+def arrow_rows(msgs: List[Any], with_headers: bool, stream: bytes) -> Optional[Tuple[Any, ...]]: ...

@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import logging
 import math
+import operator
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -15,6 +16,7 @@ from ..options.connection import ConnectionSettings
 from ..options.spark import Offset, ReadOptions
 from ._clients import shared_client
 from .._core.logfields import log_fields
+from .._core.wire import load_speedups
 
 _log = logging.getLogger(__name__)
 
@@ -228,48 +230,94 @@ def ack_numbers(reply: str) -> Tuple[int, int, int]:
     return int(t[7]), int(t[10]), int(t[9])
 
 
+# A RecordBatch ends at this many rows or once its payloads reach ARROW_BYTES
+# (Arrow's binary and string columns address at most 2 GiB each).
 ARROW_BATCH = 10_000
+ARROW_BYTES = 64 << 20
+_DATA = operator.attrgetter("data")
 
 
 def read_range_arrow(r: SeqRange, schema: Any) -> Iterator[Any]:
-    """``r`` as pyarrow RecordBatches of about ARROW_BATCH rows, each column
-    converted in C from a list (the stream sequence and timestamp are cut out
-    of the ack subjects by Arrow's string kernels, not by Python per row)."""
+    """``r`` as pyarrow RecordBatches (``schema``: the data source's) of up to
+    ARROW_BATCH rows or ARROW_BYTES of payload."""
+    msgs: List[jss.Msg] = []
+    size = 0
+    for group in read_groups(r):
+        msgs += group
+        size += sum(map(len, map(_DATA, group)))  # a group (up to fetchBatch messages) is the unit
+        if len(msgs) >= ARROW_BATCH or size >= ARROW_BYTES:
+            yield arrow_batch(msgs, r.stream, r.include_headers, schema)
+            msgs, size = [], 0
+    if msgs:
+        yield arrow_batch(msgs, r.stream, r.include_headers, schema)
+
+
+def arrow_batch(msgs: List[jss.Msg], stream: str, include_headers: bool, schema: Any) -> Any:
+    """The rows of pulled messages ``msgs`` (not empty) as one RecordBatch.
+
+    With the C accelerator the columns' buffers are filled in C from the
+    messages' bytes and wrapped by pyarrow as they are; where it declines (a
+    message it does not read exactly as Python would) or is not built, the
+    Python path makes the same rows."""
+    import pyarrow as pa
+
+    speedups = load_speedups()
+    cols = speedups.arrow_rows(msgs, include_headers, stream.encode()) if speedups is not None else None
+    if cols is None:
+        return _arrow_batch_py(msgs, stream, include_headers, schema)
+    n = len(msgs)
+    *buffers, h_nulls = cols
+    (stream_off, streams, subj_off, subj, seq, data_off, data, micros, h_valid, h_off, key_off, keys, val_off,
+     vals) = map(pa.py_buffer, buffers)
+    headers_type = schema.field("headers").type
+    if include_headers and h_nulls < n:
+        nkeys = len(key_off) // 4 - 1
+        entries = pa.StructArray.from_arrays(
+            [pa.Array.from_buffers(pa.string(), nkeys, [None, key_off, keys]),
+             pa.Array.from_buffers(pa.string(), nkeys, [None, val_off, vals])],
+            fields=[headers_type.key_field, headers_type.item_field],
+        )
+        headers = pa.Array.from_buffers(headers_type, n, [h_valid, h_off], null_count=h_nulls, children=[entries])
+    else:
+        headers = pa.nulls(n, headers_type)
+    arrays = [
+        pa.Array.from_buffers(pa.string(), n, [None, stream_off, streams]),
+        pa.Array.from_buffers(pa.string(), n, [None, subj_off, subj]),
+        pa.Array.from_buffers(pa.int64(), n, [None, seq]),
+        pa.Array.from_buffers(pa.binary(), n, [None, data_off, data]),
+        headers,
+        pa.Array.from_buffers(schema.field("timestamp").type, n, [None, micros]),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _arrow_batch_py(msgs: List[jss.Msg], stream: str, include_headers: bool, schema: Any) -> Any:
+    """arrow_batch() without the accelerator: each column converted in C from
+    a list (the stream sequence and timestamp are cut out of the ack subjects
+    by Arrow's string kernels, not by Python per row)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    msgs: List[jss.Msg] = []
+    n = len(msgs)
     headers_type = schema.field("headers").type
-    ts_type = schema.field("timestamp").type
-
-    def batch() -> Any:
-        n = len(msgs)
-        replies = pa.array([m.reply for m in msgs], pa.string())
-        # v1 $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>; v2 has
-        # <domain>.<hash> after ACK and a token at the end: count from the end.
-        at = 2 if msgs[0].reply.count(".") == 8 else 1
-        tail = pc.split_pattern(replies, ".", max_splits=5, reverse=True)
-        seqs = pc.list_element(tail, at).cast(pa.int64())
-        nanos = pc.list_element(tail, at + 2).cast(pa.int64())
-        hdrs = [m.headers for m in msgs] if r.include_headers else None
-        arrays = [
-            pa.array([r.stream] * n, pa.string()),
-            pa.array([m.subject for m in msgs], pa.string()),
-            seqs,
-            pa.array([m.data for m in msgs], pa.binary()),
-            pa.array([list(h.items()) if h else None for h in hdrs], headers_type) if hdrs and any(hdrs)
-            else pa.nulls(n, headers_type),
-            pc.divide(nanos, 1000).cast(ts_type),
-        ]
-        msgs.clear()
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-    for group in read_groups(r):
-        msgs += group
-        if len(msgs) >= ARROW_BATCH:
-            yield batch()
-    if msgs:
-        yield batch()
+    replies = pa.array([m.reply for m in msgs], pa.string())
+    # v1 $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>; v2 has
+    # <domain>.<hash> after ACK and a token at the end: count from the end.
+    at = 2 if msgs[0].reply.count(".") == 8 else 1
+    tail = pc.split_pattern(replies, ".", max_splits=5, reverse=True)
+    seqs = pc.list_element(tail, at).cast(pa.int64())
+    nanos = pc.list_element(tail, at + 2).cast(pa.int64())
+    hdrs = [m.headers for m in msgs] if include_headers else None
+    arrays = [
+        pa.array([stream] * n, pa.string()),
+        pa.array([m.subject for m in msgs], pa.string()),
+        seqs,
+        pa.array([m.data for m in msgs], pa.binary()),
+        pa.array([list(h.items()) if h else None for h in hdrs], headers_type) if hdrs and any(hdrs)
+        else pa.nulls(n, headers_type),
+        pc.divide(nanos, 1000).cast(schema.field("timestamp").type),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _delete_quietly(cons: jss.BaseConsumer, js: Optional[jss.JetStream] = None) -> None:
