@@ -4,7 +4,8 @@ the driver in this process. A worker is killed with SIGKILL (all of its
 processes, as when its machine dies) while a task of a micro-batch is running
 on it; what a data engineer sees: the task is retried on the other worker, the
 query goes on and ends normally, the restarted worker gets an executor again,
-and the output holds every message exactly once.
+and the output holds every message exactly once. And KVLookup (issue 30) on
+the same cluster: one reading and one watch per Python worker process.
 
 Run alone: ``python -m pytest tests/spark/test_standalone_cluster.py``.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator, List
+from typing import Any, Callable, Iterator, List, Optional
 
 import pytest
 
@@ -224,3 +225,89 @@ def test_work_queue_consumer_mode_survives_a_worker_killed_mid_batch(cluster, cs
     wait_until(lambda: js.stream_info(stream_name).state.messages == 0, timeout=10)
     info = js.consumer_info(stream_name, "spark")
     assert info.num_pending == 0 and info.num_ack_pending == 0
+
+
+@pytest.mark.timeout(600)
+def test_kv_lookup_reads_the_bucket_once_per_worker_process_and_its_watch_keeps_it_current(cspark, server, nc, js,
+                                                                                             stream_name):
+    """Issue 30: reference data joined on the executors by a KVLookup made on
+    the driver. Every row gets its key's value (an unknown key the default);
+    each Python worker process opens one watch however many tasks and rows it
+    serves (the server's consumer-created advisories on the bucket's stream are
+    counted, so a lookup re-read per task or row shows up as more watches than
+    processes); a put after the first query reaches the same, reused worker
+    processes through their open watch, not a second reading."""
+    from jetstream_sync.spark import KVLookup
+
+    n, parts = 400, 8
+    bucket = f"FX_{stream_name}"
+    kv = js.create_key_value(bucket=bucket)
+    for currency, rate in {"EUR": b"1.08", "GBP": b"1.27", "JPY": b"0.0067"}.items():
+        kv.put(currency, rate)
+    watches: List[str] = []  # the names of the consumers the server created on the bucket's stream
+    advisories = nc.subscribe(f"$JS.EVENT.ADVISORY.CONSUMER.CREATED.KV_{bucket}.*",
+                              cb=lambda msg: watches.append(msg.subject.rpartition(".")[2]))
+    nc.flush()
+    rates = KVLookup(server.url, bucket)
+    currencies = ["EUR", "GBP", "JPY", "CHF"]  # CHF is not in the bucket
+
+    def enrich(batches):  # no type hints: pyspark would read them as a pandas UDF's
+        import os
+
+        from pyspark import TaskContext
+
+        part = TaskContext.get().partitionId()
+        for pdf in batches:
+            pdf["currency"] = [currencies[i % 4] for i in pdf["id"]]
+            pdf["rate"] = [float(rates.get(c, b"-1")) for c in pdf["currency"]]
+            pdf["pid"], pdf["part"] = os.getpid(), part
+            yield pdf
+
+    df = cspark.range(0, n, 1, parts).mapInPandas(enrich, "id long, currency string, rate double, pid long, part int")
+
+    def check(rows: List[Any], expected: dict) -> set:
+        """Every row has its currency's rate; returns the worker processes that served them."""
+        assert sorted(r.id for r in rows) == list(range(n))
+        assert {r.part for r in rows} == set(range(parts))  # one task per partition, all ran
+        wrong = [(r.id, r.currency, r.rate) for r in rows if r.rate != expected[r.currency]]
+        assert not wrong, f"{len(wrong)} rows with a wrong rate, e.g. {wrong[:5]}"
+        return {r.pid for r in rows}
+
+    def opened_watches(pids: set) -> int:
+        """The watches opened so far, once the advisory of each process's is in."""
+        nc.flush()
+        wait_until(lambda: len(watches) >= len(pids), timeout=10, interval=0.05)
+        return len(set(watches))
+
+    try:
+        first = check(df.collect(), {"EUR": 1.08, "GBP": 1.27, "JPY": 0.0067, "CHF": -1.0})
+        # The premise: Spark reused its Python workers for several tasks, so a
+        # reading per task would open more watches than there are processes.
+        assert len(first) < parts, f"{len(first)} worker processes for {parts} tasks: no reuse to test"
+        assert opened_watches(first) == len(first), f"{len(set(watches))} watches opened by {len(first)} processes"
+        # Still open after the query: the worker processes live on between tasks, and their watches with them.
+        open_now = js.stream_info(f"KV_{bucket}").state.consumer_count
+        assert open_now == len(first), f"{open_now} watches open after the query, {len(first)} worker processes"
+
+        kv.put("EUR", b"1.10")
+        after = {"EUR": 1.10, "GBP": 1.27, "JPY": 0.0067, "CHF": -1.0}
+        seen: set = set(first)
+        eur: set = set()  # the EUR rates of the last run
+
+        def current() -> Optional[List[Any]]:
+            rows = df.collect()
+            seen.update(r.pid for r in rows)
+            eur.clear()
+            eur.update(r.rate for r in rows if r.currency == "EUR")
+            return rows if eur == {1.10} else None
+
+        try:
+            rows = wait_until(current, timeout=30, interval=0.2)
+        except AssertionError:
+            raise AssertionError(f"30 s after the put of EUR 1.10 the query still gives EUR {sorted(eur)}") from None
+        second = check(rows, after)
+        assert second & first, "no worker process of the first query ran the second: nothing shows a watch"
+        # The processes that read 1.08 answer 1.10 without reading the bucket again.
+        assert opened_watches(seen) == len(seen), f"{len(set(watches))} watches opened by {len(seen)} processes"
+    finally:
+        advisories.unsubscribe()
