@@ -59,6 +59,9 @@ class KVLookup:
 
     def _snapshot(self) -> "_Snapshot":
         key = (self._settings, self.bucket, self.watch, os.getpid())  # a forked child reads its own
+        snap = _SNAPSHOTS.get(key)  # the common case, once per row: no lock (a dict read is atomic)
+        if snap is not None and snap.loaded and snap.error is None:
+            return snap
         with _SNAPSHOTS_LOCK:
             snap = _SNAPSHOTS.get(key)
             if snap is None or snap.error is not None:  # none yet, or its watch failed: read afresh

@@ -80,3 +80,19 @@ def test_a_bucket_deleted_under_a_lookup_is_an_error_not_stale_data(server, js, 
         return False
 
     wait_until(gone, timeout=15)
+
+
+def test_a_bucket_deleted_and_made_again_is_read_afresh(server, js, rates):
+    lookup = shipped(KVLookup(server.url, "RATES"))
+    assert lookup["EUR"] == b"1.08"
+    js.delete_key_value("RATES")
+    again = js.create_key_value(bucket="RATES")
+    again.put("EUR", b"2.00")
+
+    def fresh() -> bool:
+        try:
+            return lookup.get("EUR") == b"2.00"
+        except jss.JetStreamError:  # the watch's end, reported once to a lookup
+            return False
+
+    wait_until(fresh, timeout=20)
