@@ -4,15 +4,26 @@ JetStream context (the core NATS calls are :class:`CoreClient`, ``core.py``)."""
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 
 from . import options as _options
 from ._core.connection import Connection
+from ._core.lazy import lazy_module
 from .core import CoreClient
 from .jetstream import JetStream
-from .options.natscontext import DEFAULT_URL, NatsContext, context_for
-from .services import Service
-from .system import SystemClient
+
+# NATS contexts, services and the system client: imported at their first use
+# (a process that only reads streams never needs them; _core/lazy.py).
+if TYPE_CHECKING:
+    from . import services
+    from .options import natscontext
+    from .options.natscontext import NatsContext
+    from .services import Service
+    from .system import SystemClient, client as system_client
+else:
+    natscontext = lazy_module("jetstream_sync.options.natscontext")
+    services = lazy_module("jetstream_sync.services")
+    system_client = lazy_module("jetstream_sync.system.client")
 
 __all__ = ["connect", "Client"]
 
@@ -63,7 +74,12 @@ def connect(
     requires; :class:`AuthorizationError` for rejected credentials).
     Passwords in URLs never appear in messages.
     """
-    nats_context = context_for(context, servers_given=servers is not None)
+    # Servers given and no context asked for: no context, as context_for() would
+    # say, without importing natscontext.py (each Spark worker connects so).
+    if servers is not None and (context is None or context is False):
+        nats_context = None
+    else:
+        nats_context = natscontext.context_for(context, servers_given=servers is not None)
     jetstream_defaults: Dict[str, str] = {}
     if nats_context is not None:
         options = {**nats_context.read_files(given=options), **options}  # explicit arguments win
@@ -71,7 +87,7 @@ def connect(
         if servers is None:
             servers = list(nats_context.connection.servers)
     conn = Connection("jetstream-sync")
-    conn.connect(DEFAULT_URL if servers is None else servers, options)
+    conn.connect(natscontext.DEFAULT_URL if servers is None else servers, options)
     return Client(conn, jetstream_defaults=jetstream_defaults, nats_context=nats_context)
 
 
@@ -119,7 +135,7 @@ class Client(CoreClient):
         as soon as that many answered, else half a second after the last
         answer (or at ``timeout``)."""
         self._connection.check()
-        return SystemClient(self, timeout=timeout, expected=expected)
+        return system_client.SystemClient(self, timeout=timeout, expected=expected)
 
     def add_service(
         self,
@@ -146,7 +162,7 @@ class Client(CoreClient):
         conn = self._connection
         conn.check()
         opts = _options.service_options(name, version, description, metadata, queue_group, workers)
-        return Service(conn, opts)
+        return services.Service(conn, opts)
 
     def __enter__(self) -> "Client":
         return self

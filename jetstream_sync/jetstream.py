@@ -10,7 +10,7 @@ that hand a call on carry the user-facing docstrings."""
 from __future__ import annotations
 
 import datetime
-from typing import Any, Callable, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Union
 
 from . import errors, options, subscribe as sub
 from ._core.connection import Connection
@@ -20,8 +20,6 @@ from ._core.message import Msg
 from ._core.schedules import cancel_schedule, list_schedules
 from .consumer import Consumer
 from .core import CoreClient
-from .kv import manage as kv
-from .kv.bucket import KeyValue, KeyValueConfig, KeyValueStatus
 from .models import (
     AccountInfo,
     ConsumerConfig,
@@ -34,15 +32,27 @@ from .models import (
     StreamConfig,
     StreamInfo,
 )
-from .object_store import store as obs
-from .pcgroups import elastic as pce, static as pcg
-from .object_store.model import store_config
-from .object_store.store import ObjectStore, ObjectStoreConfig, ObjectStoreStatus
 from .options import build_config
 from .ordered import OrderedConsumer
 from .push import PushConsumer
 from .stream import Stream, pull_consumer, push_consumer, make_consumer, make_push_consumer
 from .subscriptions import PullSubscription, PushSubscription
+from ._core.lazy import lazy_module
+
+# Buckets, object stores and consumer groups: imported at their first use (a
+# process that only reads streams never needs them; _core/lazy.py).
+if TYPE_CHECKING:
+    from .kv import manage as kv
+    from .kv.bucket import KeyValue, KeyValueConfig, KeyValueStatus
+    from .object_store import model as obm, store as obs
+    from .object_store.store import ObjectStore, ObjectStoreConfig, ObjectStoreStatus
+    from .pcgroups import elastic as pce, static as pcg
+else:
+    kv = lazy_module("jetstream_sync.kv.manage")
+    obs = lazy_module("jetstream_sync.object_store.store")
+    obm = lazy_module("jetstream_sync.object_store.model")
+    pce = lazy_module("jetstream_sync.pcgroups.elastic")
+    pcg = lazy_module("jetstream_sync.pcgroups.static")
 
 __all__ = ["JetStream"]
 
@@ -499,7 +509,7 @@ class JetStream(JsPublisher):
         ``ttl`` (seconds), ``max_bytes``, ``storage`` ("file"), ``replicas``
         (1), ``placement``, ``compression`` (False), ``metadata``. The same
         config again is a no-op; another raises ObjectStoreExistsError."""
-        return obs.upsert(self._api, store_config(config, bucket, fields), "create")
+        return obs.upsert(self._api, obm.store_config(config, bucket, fields), "create")
 
     def update_object_store(
         self, bucket: Union[str, "ObjectStoreConfig", None] = None, config: Optional["ObjectStoreConfig"] = None,
@@ -507,13 +517,13 @@ class JetStream(JsPublisher):
     ) -> "ObjectStore":  # fmt: skip
         """Replace an object store's config (fields left out get their
         defaults); ObjectStoreNotFoundError if it does not exist."""
-        return obs.upsert(self._api, store_config(config, bucket, fields), "update")
+        return obs.upsert(self._api, obm.store_config(config, bucket, fields), "update")
 
     def create_or_update_object_store(
         self, bucket: Union[str, "ObjectStoreConfig", None] = None, config: Optional["ObjectStoreConfig"] = None,
         **fields: Any,
     ) -> "ObjectStore":  # fmt: skip
-        return obs.upsert(self._api, store_config(config, bucket, fields), "")
+        return obs.upsert(self._api, obm.store_config(config, bucket, fields), "")
 
     def object_store(self, bucket: str) -> "ObjectStore":
         """A handle on an existing object store; ObjectStoreNotFoundError otherwise."""

@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple, Union
 
 from .. import options
 from .._core import fork
-from ..options import natscontext
+from .._core.lazy import lazy_module
 from ..client import Client, connect
+
+if TYPE_CHECKING:
+    from ..options import natscontext
+else:  # read only for a client without servers or with a context: imported then (_core/lazy.py)
+    natscontext = lazy_module("jetstream_sync.options.natscontext")
 
 __all__ = ["shared_client", "close_shared_clients"]
 

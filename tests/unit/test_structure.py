@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 import textwrap
 from pathlib import Path
-from typing import Dict, Iterator, List, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
 
@@ -86,32 +86,59 @@ class Import:
         self.target, self.line, self.in_function, self.type_only = target, line, in_function, type_only
 
 
-def imports(root: Path, name: str, path: Path, known: Set[str]) -> Iterator[Import]:
-    """The package modules ``path`` imports, however (``from . import x`` of a module is x)."""
-    tree = ast.parse(path.read_text())
-    base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+def package_of(name: str, path: Path) -> List[str]:
+    """The package a module's relative imports start from, as parts ([] for the root)."""
     if name == "":
-        base = []
+        return []
+    return name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+
+
+def bindings(root: Path, base: List[str], node: ast.AST, known: Set[str]) -> List[Tuple[str, str]]:
+    """(the name it binds, the package module) of each package module or name an
+    import statement imports (``from . import x`` of a module is x); [] for any other node."""
+    found = []
+    if isinstance(node, ast.ImportFrom) and node.level >= 1:
+        at = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+        mod = ".".join([*at, *(node.module.split(".") if node.module else [])])
+    elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == root.name:
+        mod = ".".join(node.module.split(".")[1:])
+    elif isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.name.split(".")[0] == root.name:
+                found.append((alias.asname or root.name, ".".join(alias.name.split(".")[1:])))
+        return found
+    else:
+        return found
+    for alias in node.names:
+        sub = f"{mod}.{alias.name}" if mod else alias.name
+        found.append((alias.asname or alias.name, sub if sub in known else mod))
+    return found
+
+
+def lazy_target(root: Path, node: ast.AST) -> Optional[str]:
+    """The package module of a ``lazy_module("jetstream_sync.x")`` call (_core/lazy.py), else None."""
+    if (isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == "lazy_module" and node.args
+            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+            and node.args[0].value.split(".")[0] == root.name):  # fmt: skip
+        return ".".join(node.args[0].value.split(".")[1:])
+    return None
+
+
+def imports(root: Path, name: str, path: Path, known: Set[str]) -> Iterator[Import]:
+    """The package modules ``path`` imports, however (``from . import x`` of a module
+    is x; a ``lazy_module()`` declaration is the import it stands for)."""
+    tree = ast.parse(path.read_text())
+    base = package_of(name, path)
 
     def visit(node: ast.AST, in_function: bool, type_only: bool) -> Iterator[Import]:
         for child in ast.iter_child_nodes(node):
             f = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
             t = type_only or (isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test))
-            if isinstance(child, ast.ImportFrom) and child.level >= 1:
-                at = base[: len(base) - (child.level - 1)] if child.level > 1 else base
-                mod = ".".join([*at, *(child.module.split(".") if child.module else [])])
-                for alias in child.names:
-                    sub = f"{mod}.{alias.name}" if mod else alias.name
-                    yield Import(sub if sub in known else mod, child.lineno, in_function, t)
-            elif isinstance(child, ast.ImportFrom) and child.module and child.module.split(".")[0] == root.name:
-                mod = ".".join(child.module.split(".")[1:])
-                for alias in child.names:
-                    sub = f"{mod}.{alias.name}" if mod else alias.name
-                    yield Import(sub if sub in known else mod, child.lineno, in_function, t)
-            elif isinstance(child, ast.Import):
-                for alias in child.names:
-                    if alias.name.split(".")[0] == root.name:
-                        yield Import(".".join(alias.name.split(".")[1:]), child.lineno, in_function, t)
+            for _, target in bindings(root, base, child, known):
+                yield Import(target, child.lineno, in_function, t)
+            lazy = lazy_target(root, child)
+            if lazy is not None:
+                yield Import(lazy, child.lineno, in_function, t)
             yield from visit(child, f, t)
 
     yield from visit(tree, False, False)
@@ -173,6 +200,47 @@ def function_imports(root: Path) -> List[str]:
         for e in edges
         if e.in_function and (name, e.target) not in FUNCTION_IMPORTS_ALLOWED
     ]
+
+
+# Where a module may be imported by name (importlib, __import__) rather than by
+# an import statement or a lazy_module() declaration, which the rules above read:
+DYNAMIC_IMPORTS_ALLOWED = {
+    "_core.lazy",  # lazy_module()'s stand-ins, each declared where the rules see it
+    "",  # the package's __getattr__: its public names at first use; the top layer, so
+         # nothing it imports can be above it or close a cycle (see cycles())
+    "worker.cli",  # the user's handler module, named on the command line
+}
+
+
+def lazy_imports(root: Path) -> List[str]:
+    """``lazy_module()`` only as the ``else`` of a module-level ``if TYPE_CHECKING:``
+    that imports the same module under the same name (what type checkers see is
+    what runs); importlib and ``__import__`` only in DYNAMIC_IMPORTS_ALLOWED."""
+    mods = modules(root)
+    known = set(mods) | {dotted(root, p) for p in root.rglob("*.pyi")}
+    found = []
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text())
+        base = package_of(name, path)
+        declared = set()
+        for node in tree.body:
+            if not (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)):
+                continue
+            typed = dict(b for stmt in node.body for b in bindings(root, base, stmt, known))
+            for stmt in node.orelse:
+                lazy = lazy_target(root, stmt.value) if isinstance(stmt, ast.Assign) else None
+                if lazy is not None and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                    declared.add(id(stmt.value))
+                    bound = stmt.targets[0].id
+                    if typed.get(bound) != lazy:
+                        found.append(f"{name}:{stmt.lineno} {bound} is lazy_module({lazy!r}) but {typed.get(bound)!r} for type checkers")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and lazy_target(root, node) is not None and id(node) not in declared:
+                found.append(f"{name}:{node.lineno} lazy_module() outside the else of a module-level `if TYPE_CHECKING:`")
+            callee = ast.unparse(node.func).split(".")[-1] if isinstance(node, ast.Call) else ""
+            if callee in ("import_module", "__import__", "LazyLoader") and name not in DYNAMIC_IMPORTS_ALLOWED:
+                found.append(f"{name}:{node.lineno} imports a module by name ({callee})")
+    return found
 
 
 def private_reads(root: Path) -> List[str]:
@@ -356,7 +424,7 @@ def invalid_option_outside_options(root: Path) -> List[str]:
     ]
 
 
-RULES = [upward_imports, cycles, function_imports, private_reads, mixins, long_modules, long_functions,
+RULES = [upward_imports, cycles, function_imports, lazy_imports, private_reads, mixins, long_modules, long_functions,
          one_meaning_per_name, nats_py_outside_the_core, fork_hooks, nats_errors_outside_their_map,
          invalid_option_outside_options]  # fmt: skip
 
@@ -383,6 +451,9 @@ BAD = {
     "upward_imports": {"errors.py": "from .client import x\n", "client.py": "x = 1\n"},
     "cycles": {"stream.py": "from . import consumer\n", "consumer.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import stream\n"},
     "function_imports": {"client.py": "def f():\n    from . import errors\n", "errors.py": ""},
+    "lazy_imports": {"client.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import errors\n"
+                                  "else:\n    errors = lazy_module('jetstream_sync.models')\n",
+                     "errors.py": "", "models.py": ""},
     "private_reads": {"client.py": "def f(conn):\n    return conn._sock\n"},
     "mixins": {"jetstream.py": "class Publishing:\n    pass\nclass Buckets:\n    pass\nclass JetStream(Publishing, Buckets):\n    pass\n"},
     "long_modules": {"client.py": "x = 1\n" * (MAX_LINES + 1)},
@@ -410,3 +481,19 @@ def test_the_rule_catches_its_fault(tmp_path, rule):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(textwrap.dedent(text))
     assert rule(root), f"{rule.__name__} found nothing in a package made to break it"
+
+
+def test_a_lazy_import_is_read_as_the_import_it_is(tmp_path):
+    """A lazy_module() declaration counts as an import in the layer and function
+    rules, and importlib is no way around them."""
+    root = tmp_path / "jetstream_sync"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "client.py").write_text("")
+    (root / "errors.py").write_text("client = lazy_module('jetstream_sync.client')\n")
+    assert upward_imports(root) and lazy_imports(root)
+    (root / "errors.py").write_text("def f():\n    return lazy_module('jetstream_sync.models')\n")
+    (root / "models.py").write_text("")
+    assert function_imports(root) and lazy_imports(root)
+    (root / "errors.py").write_text("import importlib\nmodels = importlib.import_module('jetstream_sync.models')\n")
+    assert lazy_imports(root)
