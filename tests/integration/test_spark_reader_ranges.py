@@ -164,3 +164,29 @@ def test_complete_range_returns_every_sequence_once(server, js, stream_name):
     assert [s for part in parts for s in part] == list(range(1, 501))
     # A range reaching past the stream's end ends with the stream.
     assert seqs(seq_range(server.url, stream_name, 490, 600)) == list(range(490, 501))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("accelerator", ["c", "python"])
+def test_record_batches_end_at_their_payload_bound(server, js, stream_name, monkeypatch, accelerator):
+    # Arrow's binary columns hold 2 GiB at most: a batch ends once its payloads
+    # reach ARROW_BYTES (here 1 KiB), at the end of the pulled group it is in.
+    pa = pytest.importorskip("pyarrow")
+    from jetstream_sync.spark.datasource import _arrow_schema
+
+    if accelerator == "python":
+        monkeypatch.setattr(_read, "load_speedups", lambda: None)
+    elif _read.load_speedups() is None:
+        pytest.skip("the C accelerator is not built here")
+    js.create_stream(name=stream_name, subjects=[f"{stream_name}.>"])
+    for i in range(100):
+        js.publish(f"{stream_name}.{i % 3}", bytes([i]) * 100, headers={"I": str(i)})
+    monkeypatch.setattr(_read, "ARROW_BYTES", 1024)
+    batches = list(_read.read_range_arrow(seq_range(server.url, stream_name, 1, 101, batch=4), _arrow_schema()))
+    assert all(isinstance(b, pa.RecordBatch) for b in batches)
+    assert max(sum(len(d) for d in b.column("data").to_pylist()) for b in batches) < 1024 + 4 * 100
+    rows = [row for b in batches for row in b.to_pylist()]
+    assert [r["seq"] for r in rows] == list(range(1, 101))
+    assert [r["data"] for r in rows] == [bytes([i]) * 100 for i in range(100)]
+    assert [r["headers"] for r in rows] == [[("I", str(i))] for i in range(100)]
+    assert [r["subject"] for r in rows] == [f"{stream_name}.{i % 3}" for i in range(100)]
