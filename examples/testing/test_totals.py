@@ -4,7 +4,7 @@ that `pip install jetstream-sync` brings to pytest (no conftest needed)."""
 import json
 
 import jetstream_sync as jss
-from jetstream_sync.testing import wait_for_ack_floor
+from jetstream_sync.testing import wait_for_ack_floor, wait_until
 from totals import Totals
 
 
@@ -52,8 +52,9 @@ def test_orders_are_kept_on_three_servers(nats_cluster):
     with jss.connect(cluster.servers[0].url) as nc:
         js = nc.jetstream()
         js.create_stream(name="ORDERS", subjects=["orders.>"], num_replicas=3)
-        # At once: the stream's leader may not be known on this server yet;
-        # a publish that meets "no responders" is tried again.
+        # The new stream elects its leader after create_stream returns; a busy
+        # machine may take longer than a publish's retries (2, 0.25 s apart).
+        wait_until(lambda: js.stream_info("ORDERS").cluster.leader, timeout=30)
         ack = publish_orders(js, [("ann", 5), ("bob", 7)])
         assert (ack.stream, ack.seq) == ("ORDERS", 2)
         assert js.stream_info("ORDERS").cluster.leader in cluster.names
