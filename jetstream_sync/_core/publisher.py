@@ -75,6 +75,7 @@ _PENDING, _FINISHED = _futures_base.PENDING, _futures_base.FINISHED
 
 
 _COND_LOCK = threading.Lock()
+_allocate_lock = threading.Lock
 
 
 class PubAckFuture(concurrent.futures.Future[PubAck]):
@@ -188,13 +189,33 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
             self._invoke_callbacks()  # type: ignore[attr-defined]  # Future's private method, not in typeshed
         return True
 
+    # A plain lock its caller parks on (wait()), released once it is resolved.
+    _wake: Optional[Any] = None
+
     def set_result(self, result: Any) -> None:
         if not self._finish_unwatched(result, None):
             super().set_result(result)
+        if (wake := self._wake) is not None:
+            wake.release()
 
     def set_exception(self, exception: Optional[BaseException]) -> None:
         if not self._finish_unwatched(None, exception):
             super().set_exception(exception)
+        if (wake := self._wake) is not None:
+            wake.release()
+
+    def _wait_as_owner(self, timeout: float) -> PubAck:
+        """result() for the one thread that made it and alone waits for it: parked
+        on a plain lock the resolving thread releases (no Condition, no
+        waiter list). TimeoutError as result()."""
+        if self._state != _FINISHED:
+            self._before_wait()
+            wake = _allocate_lock()
+            wake.acquire()
+            self._wake = wake  # before looking again: a resolver that set the state after this sees it
+            if self._state != _FINISHED:
+                wake.acquire(True, timeout)
+        return self.result(0)
 
     def result(self, timeout: Optional[float] = None) -> PubAck:
         if timeout is not None:
@@ -394,7 +415,7 @@ class AsyncPublisher(Batcher):
                 outbox.kick()
             future = self.publish(subject, data, headers, hdr, timeout, now=True, retry=retry)
         try:
-            return future.result(timeout + 1.0)  # the sweeper fails it at its deadline first
+            return future._wait_as_owner(timeout + 1.0) if isinstance(future, PubAckFuture) else future.result(timeout + 1.0)  # the sweeper fails it at its deadline first
         except concurrent.futures.TimeoutError:
             raise self.conn.timed_out(f"no {self._awaited} for {subject!r} within {timeout}s") from None
 

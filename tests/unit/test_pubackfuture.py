@@ -147,3 +147,57 @@ def test_wait_and_as_completed_see_a_state_that_does_not_change_under_them(how, 
         threading.Timer(0.2, other.set_result, args=("later",)).start()
         seen = list(concurrent.futures.as_completed([racer, other], timeout=5))
         assert sorted(map(id, seen)) == sorted([id(racer), id(other)])  # each once
+
+
+class ResolvedAsItParks(PubAckFuture):
+    """Resolved by another thread at the very moment its caller hands it the
+    lock to park on: the resolver finds no lock to release."""
+
+    def __init__(self, outcome):
+        super().__init__(Publisher())
+        self._outcome = outcome
+        self._lock_given = None
+
+    @property
+    def _wake(self):
+        return self._lock_given
+
+    @_wake.setter
+    def _wake(self, lock):
+        resolve = self.set_exception if isinstance(self._outcome, BaseException) else self.set_result
+        t = threading.Thread(target=resolve, args=(self._outcome,))
+        t.start()
+        t.join()
+        self._lock_given = lock
+
+
+@pytest.mark.parametrize("outcome", ["ack", ValueError("refused")])
+def test_a_blocking_caller_resolved_as_it_parks_does_not_wait_for_its_timeout(outcome):
+    f = ResolvedAsItParks(outcome)
+    start = time.monotonic()
+    if isinstance(outcome, BaseException):
+        with pytest.raises(ValueError):
+            f._wait_as_owner(3.0)
+    else:
+        assert f._wait_as_owner(3.0) == outcome
+    assert time.monotonic() - start < 1.5, "it missed the result and waited for its timeout"
+
+
+def test_a_blocking_caller_parked_is_woken_by_the_result():
+    f = PubAckFuture(Publisher())
+    t = threading.Timer(0.1, f.set_result, args=("ack",))
+    t.start()
+    start = time.monotonic()
+    assert f._wait_as_owner(5.0) == "ack"
+    assert time.monotonic() - start < 2.5
+    t.join()
+
+
+def test_a_blocking_callers_wait_ends_at_its_timeout():
+    f = PubAckFuture(Publisher())
+    start = time.monotonic()
+    with pytest.raises(concurrent.futures.TimeoutError):
+        f._wait_as_owner(0.2)
+    assert 0.15 < time.monotonic() - start < 5.0
+    f.set_result("late")  # resolving after the caller gave up harms nothing
+    assert f.result(timeout=0) == "late"
