@@ -859,8 +859,18 @@ static PyObject *arrow_rows(PyObject *module, PyObject *const *args, Py_ssize_t 
     col_i32(&dof, 0);
     /* Pass 2: fill. */
     for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyList_GET_SIZE(msgs) != n) {
+            goto plain_no_cols;
+        }
         PyObject *m = PyList_GET_ITEM(msgs, i);
         PyObject *s = SLOT(m, A_SUBJECT), *r = SLOT(m, A_REPLY), *d = SLOT(m, A_DATA), *h = SLOT(m, A_HDR_RAW);
+        /* As the first pass found it? Only a finalizer run by an allocation here
+         * could have changed it; the value columns are sized by that pass. */
+        if (Py_TYPE(m) != layout.type || s == NULL || r == NULL || d == NULL || h == NULL || !PyBytes_CheckExact(s) ||
+            !PyBytes_CheckExact(r) || !PyBytes_CheckExact(d) || (h != Py_None && !PyBytes_CheckExact(h)) ||
+            PyBytes_GET_SIZE(s) > PyBytes_GET_SIZE(sv.b) - sv.at || PyBytes_GET_SIZE(d) > PyBytes_GET_SIZE(dv.b) - dv.at) {
+            goto plain_no_cols;
+        }
         col_put(&stv, stream, stream_len);
         col_i32(&sto, (int32_t)stv.at);
         col_put(&sv, PyBytes_AS_STRING(s), PyBytes_GET_SIZE(s));
