@@ -825,7 +825,8 @@ static PyObject *arrow_rows(PyObject *module, PyObject *const *args, Py_ssize_t 
             goto plain_no;
         }
     }
-    if ((ntok_first != 9 && ntok_first < 12) || stream_len * (long long)n > INT32_MAX) {
+    /* v1 (9 tokens) or v2 (12): other shapes are Python's, which counts from the end */
+    if ((ntok_first != 9 && ntok_first != 12) || stream_len * (long long)n > INT32_MAX) {
         goto plain_no;
     }
     int i_seq = ntok_first == 9 ? 5 : 7, i_ts = i_seq + 2;

@@ -141,6 +141,8 @@ def test_messages_it_does_not_read_exactly_are_left_to_python(monkeypatch):
     cases = {
         "a subject that is not UTF-8": [WireMsg(b"caf\xe9", ack, b"", None, None)],
         "an ack subject of another shape": [WireMsg(b"s", b"$JS.ACK.x.y.1.2", b"", None, None)],
+        "an ack subject with a token more than v2's": [
+            WireMsg(b"s", f"$JS.ACK.d.h.{STREAM}.c.1.6.6.1000.0.t.x".encode(), b"", None, None)],
         "shapes mixed in one batch": [WireMsg(b"s", ack, b"", None, None),
                                       WireMsg(b"s", f"$JS.ACK.d.h.{STREAM}.c.1.6.6.1000.0.t".encode(), b"", None, None)],
         "a sequence that is not plain digits": [WireMsg(b"s", f"$JS.ACK.{STREAM}.c.1.+5.5.1000.0".encode(), b"", None, None)],
