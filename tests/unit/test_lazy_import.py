@@ -32,10 +32,14 @@ FEATURES = [
 
 
 def fresh(code: str) -> dict:
-    """Run ``code`` in a new interpreter on this checkout; the JSON it printed last."""
+    """Run ``code`` in a new interpreter on the package this process imported
+    (a checkout, or an installed copy when the tests run from an unpacked
+    sdist: started there, ``-c`` would put the sdist's own sources first);
+    the JSON it printed last."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(CHECKOUT), os.environ.get("PYTHONPATH", "")])}
     script = "import json, sys\n" + textwrap.dedent(code)
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], env=env, cwd=CHECKOUT, capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
