@@ -210,7 +210,7 @@ class JsPublisher:
         # Every message but the commit as protocol lines, formatted here in the
         # calling thread: the loop writes them at once (fast paths only).
         lines = _pub_lines(prepared[:-1], blocks) if self._conn.fast else None
-        size = sum(len(payload) for _, payload, _ in prepared[:-1])
+        size = sum(len(payload) for _, payload, _ in prepared[:-1]) if lines is not None else 0
         try:
             resp = self._conn.run(self._apublish_batch(prepared, t, retry, lines, size), t + 1.0)
         except errors.TimeoutError as exc:
