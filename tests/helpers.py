@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -107,6 +108,27 @@ class Publishing:
     def __exit__(self, *exc) -> None:
         self._going.clear()
         self._thread.join(15)
+
+
+@contextlib.contextmanager
+def loop_held(nc, bound: float = 10.0):
+    """The client's loop thread kept busy (for at most ``bound`` seconds)
+    while the block runs: whatever reaches its socket meanwhile, statuses
+    included, is handled only after the block, in the order it came."""
+    held, release = threading.Event(), threading.Event()
+
+    async def hold(_client):
+        held.set()
+        release.wait(bound)  # noqa: ASYNC251  not a wait: the loop busy is the point
+
+    holder = threading.Thread(target=nc.run_async, args=(hold,), kwargs=dict(timeout=bound + 5), daemon=True)
+    holder.start()
+    try:
+        assert held.wait(bound), "the loop was not held"
+        yield
+    finally:
+        release.set()
+        holder.join(bound + 5)
 
 
 def end_with_the_loop_busy(nc, ctx, end: str, busy: float = 0.1) -> None:

@@ -29,7 +29,7 @@ from .receiver import Receiver
 from .._core.connection import Connection
 from .._core.jsapi import JsApi
 from .._core.message import Msg, ack_sequences, reply_bytes
-from ..models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy
+from ..models import AckPolicy, ConsumerConfig, ConsumerInfo, DeliverPolicy, StreamInfo
 from ..options import ConsumeOptions, FetchOptions
 from .protocol import StatusKind, classify_status, pull_request
 from .._core.logfields import log_fields
@@ -154,7 +154,27 @@ class OrderedState:
             self.delete_later(old)
         subject, payload = self.js.consumer_request(self.stream, self.config(start_seq), "create")
         resp = await self.js.arequest(subject, payload, about=f"stream {self.stream!r}")
-        return ConsumerInfo.from_response(resp)
+        info = ConsumerInfo.from_response(resp)
+        if self.info is not None:  # a replacement: is it still the stream the first one read?
+            try:
+                await self._check_same_stream(self.info)
+            except BaseException:
+                self.delete_later(info.name)
+                raise
+        return info
+
+    async def _check_same_stream(self, previous: ConsumerInfo) -> None:
+        """Raise StreamNotFoundError when the stream was deleted and made again
+        since ``previous`` (a consumer of the old one) was created: the new
+        stream's sequences start over, so going on after the last one taken
+        would skip its messages. Checked after the replacement exists: a
+        stream still there now is the one the replacement was made on."""
+        resp = await self.js.arequest(f"STREAM.INFO.{self.stream}", about=f"stream {self.stream!r}")
+        made = StreamInfo.from_response(resp).created
+        if made is not None and previous.created is not None and made > previous.created:
+            raise errors.StreamNotFoundError(
+                404, errors.ErrorCode.STREAM_NOT_FOUND, f"stream {self.stream!r} was deleted and made again; this ordered read cannot go on in it"
+            )
 
     def _adopt(self, info: ConsumerInfo, start_seq: int) -> PullTarget:
         self.info = info

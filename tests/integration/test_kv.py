@@ -17,7 +17,7 @@ import pytest
 import jetstream_sync as jss
 from jetstream_sync.testing import NatsServer
 
-from ..helpers import Bounded, marker_then_updates, wait_blocked, wait_until
+from ..helpers import Bounded, loop_held, marker_then_updates, wait_blocked, wait_until
 
 RECONNECT = dict(reconnect_time_wait=0.2, max_reconnect_attempts=-1)
 PUT, DEL, PURGE = jss.KeyValueOp.PUT, jss.KeyValueOp.DEL, jss.KeyValueOp.PURGE
@@ -1013,6 +1013,25 @@ def test_a_deleted_bucket_says_so_everywhere(js):
         with pytest.raises(jss.BucketNotFoundError):
             while True:
                 watcher.next(timeout=max(deadline - time.monotonic(), 0.0))
+
+
+def test_a_watch_of_a_bucket_made_again_says_the_bucket_was_deleted(server, js):
+    """Not the old revisions' end with nothing after: the new bucket's first
+    revisions would be skipped, since its sequences start over."""
+    kv = js.create_key_value("AGAIN")
+    for i in range(5):
+        kv.put("a", str(i).encode())
+    watcher_client = jss.connect(server.url)
+    try:
+        with watcher_client.jetstream().key_value("AGAIN").watch_all() as watcher:
+            assert [e and e.value for e in (watcher.next(timeout=10), watcher.next(timeout=10))] == [b"4", None]
+            with loop_held(watcher_client):  # the delete is seen once the new bucket exists
+                js.delete_key_value("AGAIN")
+                js.create_key_value("AGAIN").put("a", b"new")
+            with pytest.raises(jss.BucketNotFoundError, match="deleted"):
+                watcher.next(timeout=20)
+    finally:
+        watcher_client.close()
 
 
 def test_key_filters_that_overlap(js):

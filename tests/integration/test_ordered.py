@@ -14,7 +14,7 @@ import pytest
 import jetstream_sync as jss
 from jetstream_sync._engines import ordered as _ordered
 
-from ..helpers import Bounded, wait_blocked, wait_until
+from ..helpers import Bounded, loop_held, wait_blocked, wait_until
 
 
 RECONNECT = dict(reconnect_time_wait=0.2, max_reconnect_attempts=-1)
@@ -234,6 +234,42 @@ def test_stream_deleted_ends_iteration(js, stream, subj):
         with pytest.raises(jss.JetStreamError):
             ctx.next(timeout=30)
         assert ctx.wait_closed(10)
+
+
+def test_stream_deleted_and_made_again_ends_iteration_instead_of_skipping(server, js, stream, subj):
+    """The reset that follows the delete finds a stream of the same name made
+    again meanwhile: its sequences start over, so going on after the last
+    sequence taken would skip what the new stream holds, silently."""
+    fill(js, subj, 5)
+    reader = jss.connect(server.url)
+    try:
+        oc = reader.jetstream().ordered_consumer(stream.name)
+        with oc.messages() as ctx:
+            assert seqs(take(ctx, 5)) == [1, 2, 3, 4, 5]
+            with loop_held(reader):  # the delete is seen after the new stream exists
+                js.delete_stream(stream.name)
+                js.create_stream(name=stream.name, subjects=[subj])
+                js.publish(subj, b"new")
+            with pytest.raises(jss.StreamNotFoundError, match="made again"):
+                ctx.next(timeout=20)
+            assert ctx.wait_closed(10)
+    finally:
+        reader.close()
+
+
+def test_fetch_after_the_stream_is_made_again_raises_instead_of_skipping(js, stream, subj):
+    fill(js, subj, 5)
+    oc = stream.ordered_consumer()
+    assert seqs(oc.fetch(5, expires=2)) == [1, 2, 3, 4, 5]
+    js.delete_stream(stream.name)
+    js.create_stream(name=stream.name, subjects=[subj])
+    js.publish(subj, b"new")
+    with pytest.raises(jss.StreamNotFoundError, match="made again"):
+        for _ in range(2):  # the first may end short: its reused consumer went with the old stream
+            list(oc.fetch(5, expires=1))
+    with pytest.raises(jss.StreamNotFoundError, match="made again"):
+        oc.next(timeout=2)  # and stays so: a new ordered consumer reads the new stream
+    assert stream.ordered_consumer().next(timeout=5).data == b"new"
 
 
 def test_connection_closed_ends_iteration(server):

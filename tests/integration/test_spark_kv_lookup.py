@@ -7,9 +7,9 @@ import pickle
 import pytest
 
 import jetstream_sync as jss
-from jetstream_sync.spark import KVLookup
+from jetstream_sync.spark import KVLookup, shared_client
 
-from ..helpers import spark_clients_closed_after, wait_until  # noqa: F401 (an autouse fixture)
+from ..helpers import loop_held, spark_clients_closed_after, wait_until  # noqa: F401 (an autouse fixture)
 
 
 
@@ -82,18 +82,15 @@ def test_a_bucket_deleted_under_a_lookup_is_an_error_not_stale_data(server, js, 
     wait_until(gone, timeout=15)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="known defect, open: when the bucket's stream is deleted and made again, the watch sometimes goes on "
-    "without an error (its ordered consumer likely resumes past the new stream's first sequences), and the copy "
-    "stays stale; CI on 2c17a2c saw it. To mend in KVLookup/the KV watch, not here.",
-)
 def test_a_bucket_deleted_and_made_again_is_read_afresh(server, js, rates):
     lookup = shipped(KVLookup(server.url, "RATES"))
     assert lookup["EUR"] == b"1.08"
-    js.delete_key_value("RATES")
-    again = js.create_key_value(bucket="RATES")
-    again.put("EUR", b"2.00")
+    # The watch's client sees the delete only once the new bucket exists: its
+    # reset then finds a stream whose sequences started over.
+    with loop_held(shared_client(server.url)):
+        js.delete_key_value("RATES")
+        again = js.create_key_value(bucket="RATES")
+        again.put("EUR", b"2.00")
 
     def fresh() -> bool:
         try:
