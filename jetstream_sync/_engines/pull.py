@@ -85,6 +85,16 @@ class PullEngine(ContinuousEngine):
         self._base = self._receiver.credited + value
         self._update_refill_at()
 
+    def _shift_pending(self, delta: int, most: Optional[int] = None) -> None:
+        """pending := max(pending + delta, 0), at most ``most``, from one
+        reading of the credited count: a consume() worker adds to it without
+        the lock, and a credit between two readings would be counted twice
+        (pending one too high for good, each race one more)."""
+        credited = self._receiver.credited
+        pending = max(max(self._base - credited, 0) + delta, 0)
+        self._base = credited + (pending if most is None else min(pending, most))
+        self._update_refill_at()
+
     def _update_refill_at(self) -> None:
         # A take numbered above this finds pending below the refill threshold.
         self._receiver.refill_at = self._base - self._refill_below + 1
@@ -140,10 +150,10 @@ class PullEngine(ContinuousEngine):
                 return
             if self.opts.bytes_mode:
                 # Full again (stop_after may have asked for fewer than the 1,000,000 batch).
-                self._pending_msgs = min(self._pending_msgs + due[0], self.opts.max_messages)
+                self._shift_pending(due[0], self.opts.max_messages)
                 self._pending_bytes = self.opts.max_bytes
             else:
-                self._pending_msgs += due[0]  # requested and not yet taken: the limit
+                self._shift_pending(due[0])  # requested and not yet taken: the limit
         self._last_pull = (self._recv_msgs, due[1])
         self._send_pull(self._body(*due))
 
@@ -200,7 +210,7 @@ class PullEngine(ContinuousEngine):
                 if code == "423" and not msgs:  # pin mismatch without counts: start over
                     self._pending_msgs = self._pending_bytes = 0
                 else:
-                    self._pending_msgs = max(self._pending_msgs - msgs, 0)
+                    self._shift_pending(-msgs)
                     self._pending_bytes = max(self._pending_bytes - nbytes, 0)
             if kind is StatusKind.SHUTDOWN:
                 self._report(status_error(kind, code, desc))

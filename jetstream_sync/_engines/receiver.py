@@ -376,6 +376,14 @@ class Receiver(Resource):
         """consume(): a handler returned. Past the refill threshold ask for a
         top-up, as a take does in messages(): a consume() takes without credit,
         so otherwise only an empty buffer refilled, one stall per batch."""
+        if self.lock_free:
+            # consume()'s one worker thread is the count's only writer, and the
+            # engine reads it once per step: no lock (engine.took() only counts
+            # bytes, which lock-free mode does not keep).
+            credited = self._credited = self._credited + 1
+            if credited > self.refill_at and self._state is OPEN:
+                self.engine.want_more()
+            return
         with self._lock:
             self._credit(msg)
             if self._credited > self.refill_at and self._state is OPEN:
