@@ -17,10 +17,10 @@ A peer that is not installed is skipped with the reason printed
     (srq) nats-py-sync         (prq) nats-python                  (p2rq) pynats2     (grq) nats.go Request
   blocking JetStream publish, ``--sync-count`` one at a time (file storage, PubAck checked):
     (ps) js.publish()          (nps) nats-py awaited              (lps) nats-py from a loop thread
-    (sps) nats-py-sync
+    (sps) nats-py-sync         (gps) nats.go js.Publish
   the same from 8 threads on one connection (``--sync-count`` in all):
     (ps8) js.publish() x 8 threads   (lps8) nats-py from a loop thread, 8 threads
-    (nps8) nats-py, 8 concurrent asyncio tasks
+    (nps8) nats-py, 8 concurrent asyncio tasks   (gps8) nats.go, 8 goroutines
 """
 
 from __future__ import annotations
@@ -174,10 +174,11 @@ def contenders(url: str, nc: jss.Client, n: int, ns: int, payload: bytes, go_bin
 
         await asyncio.gather(*(task(ns // THREADS + (i < ns % THREADS)) for i in range(THREADS)))
 
-    def go(mode: str, count: int, subject: str) -> Optional[Callable[[], None]]:
+    def go(mode: str, count: int, subject: str, *extra: str) -> Optional[Callable[[], None]]:
         if go_bin is None:
             return None
-        return lambda: GO_SAMPLES.append(run_go(go_bin, [mode, url, subject, str(count), str(len(payload))], meter))
+        argv = [mode, url, subject, str(count), str(len(payload)), *extra]
+        return lambda: GO_SAMPLES.append(run_go(go_bin, argv, meter))
 
     out: Dict[str, Contender] = {
         "cp": ("nc.publish()", cp, ""),
@@ -197,6 +198,8 @@ def contenders(url: str, nc: jss.Client, n: int, ns: int, payload: bytes, go_bin
         "lps8": (f"nats-py js.publish() from a loop thread, {THREADS} threads",
                  lambda: in_threads(ns, lambda: lt.call(lt.js.publish(JS_SUBJECT, payload))), ""),
         "nps8": (f"nats-py await js.publish(), {THREADS} tasks", natspy_awaited(url, nps8), ""),
+        "gps": ("nats.go js.Publish()", go("publish-sync", ns, JS_SUBJECT, "1"), go_note),
+        "gps8": (f"nats.go js.Publish(), {THREADS} goroutines", go("publish-sync", ns, JS_SUBJECT, str(THREADS)), go_note),
     }
     out.update(optional_peers(url, n, ns, payload))
     return out
@@ -218,6 +221,8 @@ PAIRS = [
     ("(ps) js.publish / nats-py awaited", "ps", "nps", 1.0),
     ("(ps8) 8 threads / nats-py from a loop thread, 8 threads", "ps8", "lps8", 3.0),
     ("(ps8) 8 threads / nats-py, 8 asyncio tasks (moonshot 1.0)", "ps8", "nps8", None),
+    ("(ps) js.publish / nats.go js.Publish", "ps", "gps", None),
+    ("(ps8) 8 threads / nats.go, 8 goroutines", "ps8", "gps8", 0.8),
 ]
 
 

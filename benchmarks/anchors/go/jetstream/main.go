@@ -9,6 +9,8 @@
 //   jetstream publish-async <url> <subject> <count> <size> <max pending>
 //   jetstream core-publish  <url> <subject> <count> <size>   (nc.Publish each, then Flush)
 //   jetstream request       <url> <subject> <count> <size>   (nc.Request one at a time)
+//   jetstream publish-sync  <url> <subject> <count> <size> <goroutines>
+//                           (js.Publish, each goroutine one at a time; count split between them)
 //
 // Consumers use the package defaults (Messages/Consume: 500 messages a pull,
 // refill at half), as the Python side does. Prints the elapsed seconds on its
@@ -20,6 +22,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,6 +84,29 @@ func main() {
 				check(err)
 			}
 		}
+		elapsed = time.Since(start)
+	case "publish-sync":
+		count, size, workers := atoi(os.Args[4]), atoi(os.Args[5]), atoi(os.Args[6])
+		js, err := jetstream.New(nc)
+		check(err)
+		payload := make([]byte, size)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for w := 0; w < workers; w++ {
+			share := count / workers
+			if w < count%workers {
+				share++
+			}
+			wg.Add(1)
+			go func(share int) {
+				defer wg.Done()
+				for i := 0; i < share; i++ {
+					_, err := js.Publish(context.Background(), os.Args[3], payload)
+					check(err)
+				}
+			}(share)
+		}
+		wg.Wait()
 		elapsed = time.Since(start)
 	case "core-publish":
 		count, size := atoi(os.Args[4]), atoi(os.Args[5])
