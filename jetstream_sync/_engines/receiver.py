@@ -409,7 +409,13 @@ class Receiver(Resource):
         if leftover is None:
             return False
         self.settled.set()
-        self._halted(leftover)
+        if not leftover and self.user_done.is_set():
+            # The callers saw the engine's end (a fetch run to completion): it
+            # closes on its own, nothing is buffered or blocked on the queue;
+            # no loop wake-up for a shutdown with nothing to do.
+            pass
+        else:
+            self._halted(leftover)
         if self.closed_event.is_set():  # the engine ended before: nothing left to track
             self._conn.unregister(self)
         return True

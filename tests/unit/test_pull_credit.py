@@ -11,30 +11,22 @@ from jetstream_sync._engines.pull import PullEngine, PullTarget
 from jetstream_sync._engines.receiver import Receiver
 from jetstream_sync.options import consume_options
 
-
-class _Outbox:
-    def send_now(self) -> None:
-        pass
+from .fakes import FakeConn
 
 
-class _Conn:
-    """What the engine touches of the connection when it pulls."""
-
-    closed = closing = forked = in_child = False
+class _Conn(FakeConn):
+    """Every message a pull asks for is delivered at once: the worker may credit it."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.pulls: List[int] = []
         self.receiver: Any = None
-        self.outbox = _Outbox()
 
     def send_pub(self, subject: str, reply: str, payload: bytes) -> bool:
         batch = json.loads(payload)["batch"]
         self.pulls.append(batch)
         self.receiver.handleable += batch
-        return True
-
-    def call_soon(self, fn: Any, *args: Any) -> None:
-        pass
+        return super().send_pub(subject, reply, payload)
 
 
 class _RacingReceiver(Receiver):
