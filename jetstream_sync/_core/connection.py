@@ -355,14 +355,7 @@ class Connection:
             coro.close()
             raise
         inner = coro
-        outbox = self.outbox
-        now = time.monotonic()
-        if confirm_acks == "all" and (outbox.has_queued() or now - outbox.sent_at < RECENT_ACKS):
-            coro = after_acks(self, coro, timeout)
-        elif confirm_acks == "naks" and now - outbox.last_nak < RECENT_ACKS:
-            coro = after_acks(self, coro, timeout)
-        elif outbox.has_queued():
-            coro = after_queued(self, coro)
+        coro = self._after_acks(coro, timeout, confirm_acks)
         try:
             return self.loop_thread.run(coro, timeout)
         except errors.TimeoutError as exc:
@@ -391,6 +384,46 @@ class Connection:
             self.run(asyncio.sleep(0), timeout, confirm_acks="all")
         except errors.JetStreamError as exc:
             _log.debug("acks not confirmed: %r", exc, extra=log_fields(server=self.last_url))
+
+    def _after_acks(self, coro: Coroutine[Any, Any, T], timeout: Optional[float], confirm_acks: str) -> Coroutine[Any, Any, T]:
+        """``coro`` behind what this thread queued (and, per ``confirm_acks``, its processing): see :meth:`run`."""
+        outbox = self.outbox
+        now = time.monotonic()
+        if confirm_acks == "all" and (outbox.has_queued() or now - outbox.sent_at < RECENT_ACKS):
+            return after_acks(self, coro, timeout)
+        if confirm_acks == "naks" and now - outbox.last_nak < RECENT_ACKS:
+            return after_acks(self, coro, timeout)
+        if outbox.has_queued():
+            return after_queued(self, coro)
+        return coro
+
+    def start(
+        self, coro: Coroutine[Any, Any, None], timeout: Optional[float], confirm_acks: str,
+        on_error: Callable[[BaseException], None],
+    ) -> None:  # fmt: skip
+        """:meth:`run` without waiting: ``coro`` runs on the loop behind what
+        this thread queued, as there. Raises here what :meth:`run` raises
+        before running anything (closed, forked, called from the loop
+        thread); a failure later, of ``coro`` or of the ack ordering before
+        it, goes translated to ``on_error`` on the loop thread."""
+        try:
+            self.check()
+            self.loop_thread.check_usable()
+        except BaseException:
+            coro.close()
+            raise
+        wrapped = self._after_acks(coro, timeout, confirm_acks)
+
+        async def guarded() -> None:
+            try:
+                await wrapped
+            except Exception as exc:
+                on_error(translate(exc))
+            finally:
+                if wrapped is not coro:
+                    coro.close()  # never started when the ordering before it failed (a no-op once run)
+
+        self.loop_thread.spawn(guarded())
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Schedule ``fn(*args)`` on the loop without waiting (never blocks)."""

@@ -335,3 +335,23 @@ def test_fetch_started_while_close_runs_never_blocks(server, js, stream, subj, c
             f"attempt {attempt}: {stuck} of {len(workers)} fetch threads still blocked 3s after close() returned"
         )
         assert not errors_seen, f"attempt {attempt}: fetch raised {errors_seen[:3]!r}, not ConnectionClosedError"
+
+
+@pytest.mark.parametrize("read", ["fetch", "next"])
+def test_a_fetch_whose_start_fails_raises_that_error_to_its_reader(nc, js, subj, cons, monkeypatch, read):
+    """fetch() returns before the loop has subscribed and pulled: a failure
+    there must reach whoever reads the result, translated, and not leave
+    the reader waiting."""
+    import nats.errors
+
+    publish(js, subj, 1)
+
+    async def refuse(*args, **kwargs):
+        raise nats.errors.ConnectionReconnectingError()
+
+    monkeypatch.setattr(nc._conn, "subscribe", refuse)
+    run = Bounded(lambda: list(cons.fetch(1, expires=5)) if read == "fetch" else cons.next(timeout=5)).join(10)
+    assert run.finished, "the reader still waits"
+    assert isinstance(run.error, jss.JetStreamError) and not isinstance(run.error, jss.TimeoutError), run.error
+    monkeypatch.undo()
+    assert cons.next(timeout=5).data  # the message is still there for the next pull
