@@ -214,8 +214,8 @@ def main() -> None:
         best = latency["nps"]["p50"] / (latency["nps"]["p50"] + handoff["p50"])
         print(f"  so a blocking publish through a loop thread is at best {best:.2f}x nats-py's p50 here")
     pairs = [
-        ("(pa) publish_async / nats.go PublishAsync", "pa", "gpa", 0.8),
-        ("(pa) publish_async / nats-py publish_async", "pa", "npa", 3.0),
+        ("(pa) publish_async / nats.go PublishAsync", "pa", "gpa", 0.95),
+        ("(pa) publish_async / nats-py publish_async", "pa", "npa", 4.0),
         ("(ps) publish() / nats-py await publish(), throughput", "ps", "nps", 0.9),
         ("(rq) request() / nats-py await request(), throughput", "rq", "nrq", 0.9),
     ]
