@@ -257,6 +257,45 @@ def test_stream_deleted_and_made_again_ends_iteration_instead_of_skipping(server
         reader.close()
 
 
+_NO_STREAM_INFO_CONF = """
+listen: 127.0.0.1:{port}
+jetstream { store_dir: "{store}" }
+authorization { users = [
+  {user: admin, password: a}
+  {user: reader, password: r, permissions: {publish: {allow: [">"], deny: ["$JS.API.STREAM.INFO.>"]}}}
+] }
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_reader_not_allowed_stream_info_still_reads_across_a_reset(tmp_path):
+    """The check for a stream made again asks for the stream's info; a user
+    who may create consumers but not ask that goes on as before."""
+    from ..helpers import config_server
+
+    srv = config_server(tmp_path, "noinfo", _NO_STREAM_INFO_CONF)
+    try:
+        with jss.connect(srv.url, user="admin", password="a") as admin, jss.connect(
+            srv.url, user="reader", password="r"
+        ) as reader:
+            ajs = admin.jetstream()
+            ajs.create_stream(name="S", subjects=["s.>"])
+            fill(ajs, "s.x", 5)
+            # The path that needs no stream info to begin: subscribe() with the stream named.
+            sub = reader.jetstream().subscribe("s.>", ordered_consumer=True, stream="S", idle_heartbeat=1.0)
+            try:
+                assert [sub.next_msg(timeout=10).metadata.sequence.stream for _ in range(5)] == [1, 2, 3, 4, 5]
+                (name,) = ajs.consumer_names("S")
+                ajs.delete_consumer("S", name)  # a reset, which asks for the stream's info
+                fill(ajs, "s.x", 5)
+                assert [sub.next_msg(timeout=15).metadata.sequence.stream for _ in range(5)] == [6, 7, 8, 9, 10]
+                wait_until(lambda: ajs.consumer_names("S") not in ([], [name]), timeout=10)  # made again
+            finally:
+                sub.unsubscribe()
+    finally:
+        srv.cleanup()
+
+
 def test_fetch_after_the_stream_is_made_again_raises_instead_of_skipping(js, stream, subj):
     fill(js, subj, 5)
     oc = stream.ordered_consumer()
