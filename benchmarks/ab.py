@@ -4,7 +4,7 @@
     python benchmarks/ab.py consume --old /tmp/old [--rounds 5] [-n 30000]
     python benchmarks/ab.py publish --old /tmp/old [--rounds 5] [-n 30000] [--no-read]
     python benchmarks/ab.py blocking --old /tmp/old [--rounds 5] [-n 3000] [--threads 1|8] [--request]
-    python benchmarks/ab.py consume --old /tmp/old --fetch|--handler    (fetch(500) or consume(handler), + ack)
+    python benchmarks/ab.py consume --old /tmp/old --fetch [--batch 10]|--handler    (fetch(N) or consume(handler), + ack)
 
 Each round runs both codes in turn (alternating who goes first), each in a fresh process importing its own
 ``jetstream_sync`` (via PYTHONPATH), against one nats-server. Prints the median
@@ -54,7 +54,7 @@ def publish_child(url: str, n: int, read: bool) -> dict:
     return {"rate": n / wall, "cpu_us": cpu / n * 1e6}
 
 
-def consume_child(url: str, n: int, tag: str, fetch: bool = False, handler: bool = False) -> dict:
+def consume_child(url: str, n: int, tag: str, fetch: bool = False, handler: bool = False, batch: int = 500) -> dict:
     import jetstream_sync as jss
 
     with jss.connect(url) as nc:
@@ -87,7 +87,7 @@ def consume_child(url: str, n: int, tag: str, fetch: bool = False, handler: bool
             ctx.stop()
         elif fetch:
             while got < n:
-                for msg in cons.fetch(500, expires=5):
+                for msg in cons.fetch(batch, expires=5):
                     msg.ack()
                     got += 1
         else:
@@ -152,7 +152,8 @@ def main(argv: list | None = None, workload: str | None = None) -> None:
     ap.add_argument("-n", "--count", type=int, default=30_000)
     ap.add_argument("--no-read", action="store_true", help="publish: leave the futures' results unread")
     ap.add_argument("--threads", type=int, default=1, help="blocking: calling threads")
-    ap.add_argument("--fetch", action="store_true", help="consume: fetch(500) batches instead of messages()")
+    ap.add_argument("--fetch", action="store_true", help="consume: fetch(--batch) batches instead of messages()")
+    ap.add_argument("--batch", type=int, default=500, help="consume --fetch: messages per fetch (a small batch shows the per-call cost)")
     ap.add_argument("--handler", action="store_true", help="consume: consume(handler) instead of messages()")
     ap.add_argument("--request", action="store_true", help="blocking: nc.request() instead of js.publish()")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
@@ -165,7 +166,7 @@ def main(argv: list | None = None, workload: str | None = None) -> None:
         elif what == "publish":
             row = publish_child(url, int(n), mode == "read")
         else:
-            row = consume_child(url, int(n), tag, args.fetch, args.handler)
+            row = consume_child(url, int(n), tag, args.fetch, args.handler, args.batch)
         print(json.dumps(row))
         return
     if not args.old:
@@ -190,8 +191,9 @@ def main(argv: list | None = None, workload: str | None = None) -> None:
             for tag, path in order:
                 env = dict(os.environ, PYTHONPATH=path)
                 cmd = [sys.executable, str(HERE / "ab.py"), what, "--child", server.url, str(args.count), mode, tag,
-                       "--threads", str(args.threads)] + (["--request"] if args.request else []) + (
-                           ["--fetch"] if args.fetch else [])
+                       "--threads", str(args.threads), "--batch", str(args.batch)] + (
+                           ["--request"] if args.request else []) + (["--fetch"] if args.fetch else []) + (
+                           ["--handler"] if args.handler else [])
                 out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=True)
                 samples[tag].append(json.loads(out.stdout))
     finally:
@@ -203,7 +205,7 @@ def main(argv: list | None = None, workload: str | None = None) -> None:
         print(f"publish_async {args.count:,} x 128 B, results {'not read' if args.no_read else 'read'}, "
               f"{args.rounds} rounds interleaved (medians)")  # fmt: skip
     else:
-        print(f"{'fetch(500)' if args.fetch else 'consume(handler)' if args.handler else 'messages(max_messages=500)'} + ack, {args.count:,} x 128 B from a file stream, "
+        print(f"{f'fetch({args.batch})' if args.fetch else 'consume(handler)' if args.handler else 'messages(max_messages=500)'} + ack, {args.count:,} x 128 B from a file stream, "
               f"{args.rounds} rounds interleaved (medians)")  # fmt: skip
     for tag, rows in samples.items():
         rate = statistics.median(r["rate"] for r in rows)
