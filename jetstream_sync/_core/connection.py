@@ -423,7 +423,14 @@ class Connection:
                 if wrapped is not coro:
                     coro.close()  # never started when the ordering before it failed (a no-op once run)
 
-        self.loop_thread.spawn(guarded())
+        task = guarded()
+        try:
+            self.loop_thread.spawn(task)
+        except BaseException:  # the loop closed since the checks: nothing of it will run
+            task.close()
+            wrapped.close()
+            coro.close()
+            raise
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Schedule ``fn(*args)`` on the loop without waiting (never blocks)."""

@@ -355,3 +355,22 @@ def test_a_fetch_whose_start_fails_raises_that_error_to_its_reader(nc, js, subj,
     assert isinstance(run.error, jss.JetStreamError) and not isinstance(run.error, jss.TimeoutError), run.error
     monkeypatch.undo()
     assert cons.next(timeout=5).data  # the message is still there for the next pull
+
+
+def test_a_fetch_refused_as_the_loop_closes_leaves_no_coroutine_behind(nc, cons, monkeypatch):
+    """The loop may close between fetch()'s checks and the hand-over of its
+    start: the caller gets ConnectionClosedError, and nothing made for the
+    start is left un-run (Python warns of a coroutine never awaited)."""
+    import gc
+    import warnings
+
+    def closed(coro):
+        raise jss.ConnectionClosedError("the client is closed")
+
+    monkeypatch.setattr(nc._conn.loop_thread, "spawn", closed)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with pytest.raises(jss.ConnectionClosedError):
+            cons.fetch(1, expires=1)
+        gc.collect()
+    assert not [w for w in seen if "never awaited" in str(w.message)]
