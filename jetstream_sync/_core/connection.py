@@ -405,13 +405,21 @@ class Connection:
         this thread queued, as there. Raises here what :meth:`run` raises
         before running anything (closed, forked, called from the loop
         thread); a failure later, of ``coro`` or of the ack ordering before
-        it, goes translated to ``on_error`` on the loop thread."""
+        it, goes translated to ``on_error`` on the loop thread. After a recent
+        ``nak()`` with ``confirm_acks`` it is :meth:`run`, waited for."""
         try:
             self.check()
             self.loop_thread.check_usable()
         except BaseException:
             coro.close()
             raise
+        if confirm_acks and time.monotonic() - self.outbox.last_nak < RECENT_ACKS:
+            # A NAK just before must be processed before ``coro`` (a pull then
+            # gets the NAK'd message back), which after_acks confirms only while
+            # the NAK is still queued: waited for, as run() does, so that this
+            # thread's next kick (a take) cannot send it unconfirmed first.
+            self.run(coro, timeout, confirm_acks)
+            return
         wrapped = self._after_acks(coro, timeout, confirm_acks)
 
         async def guarded() -> None:
