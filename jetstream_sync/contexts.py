@@ -34,12 +34,7 @@ def _start(conn: "Connection", receiver: Receiver, engine: Any, timeout: float) 
     it were processed (a NAK'd message comes back to it)."""
     conn.register(receiver)
     try:
-        if isinstance(engine, FetchEngine):
-            # Not waited for: the caller waits for the pull's first message
-            # anyway, and a start that fails ends the fetch with its error.
-            conn.start(engine.start(), timeout, "naks", engine.failed_to_start)
-        else:
-            conn.run(engine.start(), timeout)
+        conn.run(engine.start(), timeout, confirm_acks="naks" if isinstance(engine, FetchEngine) else "")
     except BaseException:
         receiver.stop()
         conn.unregister(receiver)

@@ -355,7 +355,14 @@ class Connection:
             coro.close()
             raise
         inner = coro
-        coro = self._after_acks(coro, timeout, confirm_acks)
+        outbox = self.outbox
+        now = time.monotonic()
+        if confirm_acks == "all" and (outbox.has_queued() or now - outbox.sent_at < RECENT_ACKS):
+            coro = after_acks(self, coro, timeout)
+        elif confirm_acks == "naks" and now - outbox.last_nak < RECENT_ACKS:
+            coro = after_acks(self, coro, timeout)
+        elif outbox.has_queued():
+            coro = after_queued(self, coro)
         try:
             return self.loop_thread.run(coro, timeout)
         except errors.TimeoutError as exc:
@@ -384,61 +391,6 @@ class Connection:
             self.run(asyncio.sleep(0), timeout, confirm_acks="all")
         except errors.JetStreamError as exc:
             _log.debug("acks not confirmed: %r", exc, extra=log_fields(server=self.last_url))
-
-    def _after_acks(self, coro: Coroutine[Any, Any, T], timeout: Optional[float], confirm_acks: str) -> Coroutine[Any, Any, T]:
-        """``coro`` behind what this thread queued (and, per ``confirm_acks``, its processing): see :meth:`run`."""
-        outbox = self.outbox
-        now = time.monotonic()
-        if confirm_acks == "all" and (outbox.has_queued() or now - outbox.sent_at < RECENT_ACKS):
-            return after_acks(self, coro, timeout)
-        if confirm_acks == "naks" and now - outbox.last_nak < RECENT_ACKS:
-            return after_acks(self, coro, timeout)
-        if outbox.has_queued():
-            return after_queued(self, coro)
-        return coro
-
-    def start(
-        self, coro: Coroutine[Any, Any, None], timeout: Optional[float], confirm_acks: str,
-        on_error: Callable[[BaseException], None],
-    ) -> None:  # fmt: skip
-        """:meth:`run` without waiting: ``coro`` runs on the loop behind what
-        this thread queued, as there. Raises here what :meth:`run` raises
-        before running anything (closed, forked, called from the loop
-        thread); a failure later, of ``coro`` or of the ack ordering before
-        it, goes translated to ``on_error`` on the loop thread. After a recent
-        ``nak()`` with ``confirm_acks`` it is :meth:`run`, waited for."""
-        try:
-            self.check()
-            self.loop_thread.check_usable()
-        except BaseException:
-            coro.close()
-            raise
-        if confirm_acks and time.monotonic() - self.outbox.last_nak < RECENT_ACKS:
-            # A NAK just before must be processed before ``coro`` (a pull then
-            # gets the NAK'd message back), which after_acks confirms only while
-            # the NAK is still queued: waited for, as run() does, so that this
-            # thread's next kick (a take) cannot send it unconfirmed first.
-            self.run(coro, timeout, confirm_acks)
-            return
-        wrapped = self._after_acks(coro, timeout, confirm_acks)
-
-        async def guarded() -> None:
-            try:
-                await wrapped
-            except Exception as exc:
-                on_error(translate(exc))
-            finally:
-                if wrapped is not coro:
-                    coro.close()  # never started when the ordering before it failed (a no-op once run)
-
-        task = guarded()
-        try:
-            self.loop_thread.spawn(task)
-        except BaseException:  # the loop closed since the checks: nothing of it will run
-            task.close()
-            wrapped.close()
-            coro.close()
-            raise
 
     def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
         """Schedule ``fn(*args)`` on the loop without waiting (never blocks)."""

@@ -79,10 +79,7 @@ class Engine:
         self._stats = receiver.stats
         self._target = target
         self._subject = target.subject  # pulled from (pull) or delivered on (push)
-        # The hand-off to the user side, there before the engine starts: a
-        # fetch's caller takes without waiting for the start.
-        self._q: "janus.Queue[Any]" = janus.Queue()
-        receiver.attach(self._q.sync_q)
+        self._q: "janus.Queue[Any]" = None  # type: ignore[assignment]
         self._sid: Optional[int] = None
         self._inbox = ""
         self._chunk: Optional[List[Msg]] = None
@@ -117,6 +114,8 @@ class Engine:
             self._done = True
             self._closed()
             return False
+        self._q = janus.Queue()
+        self._receiver.attach(self._q.sync_q)
         self._sid = await self._open()
         self._interest_gone = False
         self._remove_perm = self._conn.watch_permission(self._subject, self._denied)
@@ -251,7 +250,8 @@ class Engine:
         if self._remove_perm is not None:
             self._remove_perm()
             self._remove_perm = None
-        self._q.async_q.put_nowait(End(error))
+        if self._q is not None:
+            self._q.async_q.put_nowait(End(error))
 
     def _closed(self) -> None:
         """Loop thread: everything is written; wake whoever waits in stop()."""
@@ -259,6 +259,8 @@ class Engine:
 
     def _nak_queued(self) -> None:
         """NAK every chunk still in the hand-off queue (stop)."""
+        if self._q is None:
+            return
         q = self._q.async_q
         keep = []
         while True:

@@ -322,12 +322,6 @@ class FetchEngine(Engine):
         pin = self._pin.value if self._pin is not None else ""
         self._send_pull(pull_request(o.max_messages, o.expires, o.max_bytes, o.idle_heartbeat, o.no_wait, o.priority, pin))
 
-    def failed_to_start(self, error: BaseException) -> None:
-        """Loop thread: the start (which its caller does not wait for) failed:
-        end the fetch with ``error``, raised by the caller's next take."""
-        self._loop = self._loop or asyncio.get_running_loop()  # it may have failed before _subscribe set it
-        self._end_pull(error)
-
     def _on_batch(self, msgs: List[Msg]) -> None:
         self._received += len(msgs)
         if self.opts.max_bytes:
