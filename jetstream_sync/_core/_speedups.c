@@ -233,6 +233,11 @@ static int lookup(cache *c, const token *sid_tok, long long sid, PyObject *sinks
     return 1;
 }
 
+/* The async publisher's reply router (below): scan() resolves its plain
+ * acknowledgements itself. */
+static PyTypeObject RouterType;
+static int route_ack(PyObject *router, const char *subj, Py_ssize_t subj_len, const char *payload, Py_ssize_t size);
+
 static const char STATUS_LINE[] = "NATS/1.0 ";
 
 /* scan(buf, pos, sinks, handlers, batches, wire_type, log_fn) -> (pos, count, payload bytes)
@@ -320,6 +325,22 @@ static PyObject *scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             }
             if (found == 0) {
                 break;  /* not registered here: nats-py's */
+            }
+        }
+        if (c.handler != NULL && hsize == 0 && Py_IS_TYPE(c.handler, &RouterType)) {
+            int routed = route_ack(c.handler, subj->p, subj->len, payload, (Py_ssize_t)size);
+            if (routed < 0) {
+                if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                    failed = 1;
+                    break;
+                }
+                report(log_fn);
+            }
+            if (routed != 0) {
+                count++;
+                size_in += size;
+                pos = start + size + 2;
+                continue;
             }
         }
         /* The subject: consecutive messages often share it. */
@@ -545,18 +566,13 @@ static PyObject *pub_batch(PyObject *module, PyObject *const *args, Py_ssize_t n
 
 static int is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-/* puback(data) -> (stream: bytes, seq: int) for the plain acknowledgement
- * {"stream":"<name>","seq":<digits>} (spaces allowed after the comma and at
- * the end, as the server's encoder may write them), else None. */
-static PyObject *puback(PyObject *module, PyObject *data) {
-    if (!PyBytes_Check(data)) {
-        PyErr_SetString(PyExc_TypeError, "puback() takes bytes");
-        return NULL;
-    }
-    const char *p = PyBytes_AS_STRING(data);
-    Py_ssize_t n = PyBytes_GET_SIZE(data), i = 11;
+/* The plain acknowledgement {"stream":"<name>","seq":<digits>} (spaces allowed
+ * after the comma and at the end, as the server's encoder may write them):
+ * 1 with the name's span and the sequence, else 0. */
+static int plain_ack(const char *p, Py_ssize_t n, const char **name_p, Py_ssize_t *name_len_p, long long *seq_p) {
+    Py_ssize_t i = 11;
     if (n < 11 || memcmp(p, "{\"stream\":\"", 11) != 0) {
-        Py_RETURN_NONE;
+        return 0;
     }
     Py_ssize_t name = i;
     while (i < n && p[i] != '"' && p[i] != '\\') {
@@ -564,14 +580,14 @@ static PyObject *puback(PyObject *module, PyObject *data) {
     }
     Py_ssize_t name_len = i - name;
     if (name_len == 0 || i + 2 > n || p[i] != '"' || p[i + 1] != ',') {
-        Py_RETURN_NONE;
+        return 0;
     }
     i += 2;
     while (i < n && is_json_space(p[i])) {
         i++;
     }
     if (n - i < 6 || memcmp(p + i, "\"seq\":", 6) != 0) {
-        Py_RETURN_NONE;
+        return 0;
     }
     i += 6;
     long long seq = 0;
@@ -584,15 +600,255 @@ static PyObject *puback(PyObject *module, PyObject *data) {
         i++;
     }
     if (i == digits || i >= n || p[i] != '}') {
-        Py_RETURN_NONE;  /* no digits, more than 18 of them, or something else follows */
+        return 0;  /* no digits, more than 18 of them, or something else follows */
     }
     for (i++; i < n; i++) {
         if (!is_json_space(p[i])) {
-            Py_RETURN_NONE;
+            return 0;
         }
     }
-    return Py_BuildValue("(y#L)", p + name, name_len, seq);
+    *name_p = p + name;
+    *name_len_p = name_len;
+    *seq_p = seq;
+    return 1;
 }
+
+/* puback(data) -> (stream: bytes, seq: int) of the plain acknowledgement, else None. */
+static PyObject *puback(PyObject *module, PyObject *data) {
+    if (!PyBytes_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "puback() takes bytes");
+        return NULL;
+    }
+    const char *name;
+    Py_ssize_t name_len;
+    long long seq;
+    if (!plain_ack(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), &name, &name_len, &seq)) {
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(y#L)", name, name_len, seq);
+}
+
+/* -- the async publisher's acknowledgements --------------------------------
+ *
+ * PubAckRouter(publisher, prefix, inflight, future_type, make_ack, on_reply, done, pending, finished)
+ * is the handler of AsyncPublisher's reply subscription (_publisher.py).
+ * Called, it is on_reply. scan() instead takes each plain acknowledgement
+ * without headers to route_ack(), which does what on_reply and done do for
+ * it when nothing watches the future but its owner (no Condition made: no
+ * waiter, no callback; an owner's wake lock is released): pops the future
+ * from inflight by the subject's token, makes make_ack(stream, seq), sets
+ * the future's result, lets go of its payload and counts it in
+ * publisher._completed, calling publisher._freed() while publishers wait
+ * for the window. A watched future goes to done(future, ack, None);
+ * anything else to on_reply, so Python stays the only reader of the other
+ * cases. No Python code runs between reading the future's watchers and
+ * setting its state: under the GIL that is the atomic step
+ * _finish_unwatched takes _COND_LOCK for. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *publisher, *prefix, *inflight, *future_type, *make_ack, *on_reply, *done, *pending, *finished;
+    PyObject *last_raw, *last_name; /* the last stream name as received, and as str */
+} router;
+
+static PyObject *str_cond, *str_wake, *str_state, *str_result, *str_exception, *str_headers, *str_completed,
+    *str_waiters, *str_freed, *str_release, *empty_bytes;
+
+/* The fields a router holds, in the constructor's order (last_* are its cache). */
+#define ROUTER_ARGS(r) {&(r)->publisher, &(r)->prefix, &(r)->inflight, &(r)->future_type, &(r)->make_ack, \
+                        &(r)->on_reply, &(r)->done, &(r)->pending, &(r)->finished, &(r)->last_raw, &(r)->last_name}
+enum { N_ROUTER_ARGS = 9, N_ROUTER_FIELDS = 11 };
+
+static int router_traverse(router *r, visitproc visit, void *arg) {
+    PyObject **fields[N_ROUTER_FIELDS] = ROUTER_ARGS(r);
+    for (int i = 0; i < N_ROUTER_FIELDS; i++) {
+        Py_VISIT(*fields[i]);
+    }
+    return 0;
+}
+
+static int router_clear(router *r) {
+    PyObject **fields[N_ROUTER_FIELDS] = ROUTER_ARGS(r);
+    for (int i = 0; i < N_ROUTER_FIELDS; i++) {
+        Py_CLEAR(*fields[i]);
+    }
+    return 0;
+}
+
+static void router_dealloc(router *r) {
+    PyObject_GC_UnTrack(r);
+    router_clear(r);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static PyObject *router_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *a[N_ROUTER_ARGS];
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "PubAckRouter() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "PubAckRouter", 9, 9, &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7], &a[8])) {
+        return NULL;
+    }
+    if (!PyBytes_Check(a[1]) || !PyDict_Check(a[2]) || !PyType_Check(a[3])) {
+        PyErr_SetString(PyExc_TypeError, "PubAckRouter(): prefix must be bytes, inflight a dict, future_type a type");
+        return NULL;
+    }
+    router *r = (router *)type->tp_alloc(type, 0);
+    if (r == NULL) {
+        return NULL;
+    }
+    PyObject **fields[N_ROUTER_FIELDS] = ROUTER_ARGS(r);
+    for (int i = 0; i < N_ROUTER_ARGS; i++) {
+        *fields[i] = Py_NewRef(a[i]);
+    }
+    return (PyObject *)r;
+}
+
+static PyObject *router_call(router *r, PyObject *args, PyObject *kwargs) {
+    return PyObject_Call(r->on_reply, args, kwargs);
+}
+
+/* Resolve an unwatched future with ack and count it: 1; 0 when it is watched
+ * (nothing changed); -1 error. */
+static int resolve_unwatched(router *r, PyObject *future, PyObject *ack) {
+    PyObject *cond = PyObject_GetAttr(future, str_cond);
+    PyObject *wake = cond != NULL ? PyObject_GetAttr(future, str_wake) : NULL;
+    PyObject *state = wake != NULL ? PyObject_GetAttr(future, str_state) : NULL;
+    if (state == NULL) {
+        Py_XDECREF(cond);
+        Py_XDECREF(wake);
+        return -1;
+    }
+    int unwatched = cond == Py_None && state == r->pending;
+    Py_DECREF(cond);
+    Py_DECREF(state);
+    if (!unwatched) {
+        Py_DECREF(wake);
+        return 0;
+    }
+    /* The old values are None and "PENDING": replacing them runs no Python code. */
+    if (PyObject_SetAttr(future, str_result, ack) < 0 || PyObject_SetAttr(future, str_exception, Py_None) < 0 ||
+        PyObject_SetAttr(future, str_state, r->finished) < 0) {
+        Py_DECREF(wake);
+        return -1;
+    }
+    /* Its owner parked on a plain lock (_wait_as_owner): released once resolved, as set_result does. */
+    PyObject *released = wake != Py_None ? PyObject_CallMethodNoArgs(wake, str_release) : Py_NewRef(Py_None);
+    Py_DECREF(wake);
+    if (released == NULL) {
+        return -1;
+    }
+    Py_DECREF(released);
+    if (PyObject_SetAttr(future, str_data, empty_bytes) < 0 || PyObject_SetAttr(future, str_hdr, empty_bytes) < 0 ||
+        PyObject_SetAttr(future, str_headers, Py_None) < 0) {
+        return -1;
+    }
+    PyObject *completed = PyObject_GetAttr(r->publisher, str_completed);
+    if (completed == NULL) {
+        return -1;
+    }
+    long long n = PyLong_AsLongLong(completed);
+    Py_DECREF(completed);
+    if (n == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    PyObject *next = PyLong_FromLongLong(n + 1);
+    int rc = next != NULL ? PyObject_SetAttr(r->publisher, str_completed, next) : -1;
+    Py_XDECREF(next);
+    if (rc < 0) {
+        return -1;
+    }
+    /* _completed before _waiters, as _done reads them (see there). */
+    PyObject *waiters = PyObject_GetAttr(r->publisher, str_waiters);
+    int waiting = waiters != NULL ? PyObject_IsTrue(waiters) : -1;
+    Py_XDECREF(waiters);
+    if (waiting > 0) {
+        PyObject *res = PyObject_CallMethodNoArgs(r->publisher, str_freed);
+        waiting = res != NULL ? 0 : -1;
+        Py_XDECREF(res);
+    }
+    return waiting < 0 ? -1 : 1;
+}
+
+/* An acknowledgement on subject: 1 handled (resolved, handed to done, or
+ * for nothing in flight: timed out already), 0 for on_reply, -1 error. */
+static int route_ack(PyObject *self, const char *subj, Py_ssize_t subj_len, const char *payload, Py_ssize_t size) {
+    router *r = (router *)self;
+    Py_ssize_t plen = PyBytes_GET_SIZE(r->prefix);
+    const char *name;
+    Py_ssize_t name_len;
+    long long seq;
+    if (subj_len <= plen || memcmp(subj, PyBytes_AS_STRING(r->prefix), (size_t)plen) != 0 ||
+        !plain_ack(payload, size, &name, &name_len, &seq)) {
+        return 0;
+    }
+    if (r->last_name == NULL || PyBytes_GET_SIZE(r->last_raw) != name_len ||
+        memcmp(PyBytes_AS_STRING(r->last_raw), name, (size_t)name_len) != 0) {
+        PyObject *str = PyUnicode_DecodeUTF8(name, name_len, NULL);
+        if (str == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+                PyErr_Clear();
+                return 0;  /* on_reply says what is wrong with it */
+            }
+            return -1;
+        }
+        PyObject *raw = PyBytes_FromStringAndSize(name, name_len);
+        if (raw == NULL) {
+            Py_DECREF(str);
+            return -1;
+        }
+        Py_XSETREF(r->last_raw, raw);
+        Py_XSETREF(r->last_name, str);
+    }
+    PyObject *key = PyBytes_FromStringAndSize(subj + plen, subj_len - plen);
+    if (key == NULL) {
+        return -1;
+    }
+    PyObject *future = PyDict_GetItemWithError(r->inflight, key);
+    if (future == NULL || !Py_IS_TYPE(future, (PyTypeObject *)r->future_type)) {
+        Py_DECREF(key);
+        return PyErr_Occurred() ? -1 : future == NULL;
+    }
+    Py_INCREF(future);
+    /* The PubAck before the pop: a future is never out of inflight unresolved. */
+    PyObject *ack = NULL, *pyseq = PyLong_FromLongLong(seq);
+    if (pyseq != NULL) {
+        PyObject *ack_args[2] = {r->last_name, pyseq};
+        ack = PyObject_Vectorcall(r->make_ack, ack_args, 2, NULL);
+        Py_DECREF(pyseq);
+    }
+    int rc = ack != NULL ? PyDict_DelItem(r->inflight, key) : -1;
+    Py_DECREF(key);
+    if (rc < 0 && ack != NULL && PyErr_ExceptionMatches(PyExc_KeyError)) {
+        PyErr_Clear();  /* resolved meanwhile (the make_ack ran Python code) */
+        rc = 1;
+    } else if (rc == 0) {
+        rc = resolve_unwatched(r, future, ack);
+        if (rc == 0) {
+            PyObject *done_args[3] = {future, ack, Py_None};
+            PyObject *res = PyObject_Vectorcall(r->done, done_args, 3, NULL);
+            rc = res != NULL ? 1 : -1;
+            Py_XDECREF(res);
+        }
+    }
+    Py_XDECREF(ack);
+    Py_DECREF(future);
+    return rc;
+}
+
+static PyTypeObject RouterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "jetstream_sync._core._speedups.PubAckRouter",
+    .tp_basicsize = sizeof(router),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The async publisher's reply handler; scan() resolves plain acknowledgements itself.",
+    .tp_new = router_new,
+    .tp_dealloc = (destructor)router_dealloc,
+    .tp_traverse = (traverseproc)router_traverse,
+    .tp_clear = (inquiry)router_clear,
+    .tp_call = (ternaryfunc)router_call,
+};
 
 /* -- Arrow columns of pulled messages (the Spark reader) -------------------- */
 
@@ -986,8 +1242,32 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     str_data = PyUnicode_InternFromString("_data");
     str_hdr = PyUnicode_InternFromString("_hdr");
     str_popleft = PyUnicode_InternFromString("popleft");
-    if (str_subject == NULL || str_data == NULL || str_hdr == NULL || str_popleft == NULL) {
+    str_cond = PyUnicode_InternFromString("_cond");
+    str_wake = PyUnicode_InternFromString("_wake");
+    str_state = PyUnicode_InternFromString("_state");
+    str_result = PyUnicode_InternFromString("_result");
+    str_exception = PyUnicode_InternFromString("_exception");
+    str_headers = PyUnicode_InternFromString("_headers");
+    str_completed = PyUnicode_InternFromString("_completed");
+    str_waiters = PyUnicode_InternFromString("_waiters");
+    str_freed = PyUnicode_InternFromString("_freed");
+    str_release = PyUnicode_InternFromString("release");
+    empty_bytes = PyBytes_FromStringAndSize(NULL, 0);
+    if (str_subject == NULL || str_data == NULL || str_hdr == NULL || str_popleft == NULL || str_cond == NULL ||
+        str_wake == NULL || str_state == NULL || str_result == NULL || str_exception == NULL || str_headers == NULL ||
+        str_completed == NULL || str_waiters == NULL || str_freed == NULL || str_release == NULL || empty_bytes == NULL) {
         return NULL;
     }
-    return PyModule_Create(&module);
+    if (PyType_Ready(&RouterType) < 0) {
+        return NULL;
+    }
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) {
+        return NULL;
+    }
+    if (PyModule_AddObjectRef(m, "PubAckRouter", (PyObject *)&RouterType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

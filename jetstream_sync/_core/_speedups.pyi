@@ -15,3 +15,18 @@ def pub_batch(
 ) -> Tuple[bytes, int, int, int, Optional[Tuple[Any, BaseException]]]: ...
 def puback(data: bytes) -> Optional[Tuple[bytes, int]]: ...
 def arrow_rows(msgs: List[Any], with_headers: bool, stream: bytes) -> Optional[Tuple[Any, ...]]: ...
+
+class PubAckRouter:
+    def __init__(
+        self,
+        publisher: Any,
+        prefix: bytes,
+        inflight: Dict[bytes, Any],
+        future_type: type,
+        make_ack: Callable[[str, int], Any],
+        on_reply: Callable[[bytes, bytes, bytes, Optional[bytes]], None],
+        done: Callable[[Any, Any, Optional[BaseException]], None],
+        pending: Any,
+        finished: Any,
+    ) -> None: ...
+    def __call__(self, subject: bytes, reply: bytes, data: bytes, headers: Optional[bytes]) -> None: ...

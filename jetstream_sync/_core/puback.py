@@ -34,7 +34,10 @@ def parse_puback(data: bytes, plain_of: Callable[[bytes], Optional[Tuple[bytes, 
         stream, seq = plain
         name = _NAMES.get(stream)
         if name is None:
-            name = stream.decode()
+            try:
+                name = stream.decode()
+            except UnicodeDecodeError:  # raised out of the reply handler, it would leave the future unresolved
+                raise errors.JetStreamError(f"invalid publish acknowledgement: {data[:100]!r}") from None
             if len(_NAMES) < 256:
                 _NAMES[stream] = name
         return PubAck(name, seq)

@@ -292,6 +292,7 @@ class AsyncPublisher(Batcher):
         # The C accelerator's batch send and PubAck reader, where it is built.
         self._pub_batch = speedups.pub_batch if speedups is not None else None
         self._plain_of = speedups.puback if speedups is not None else plain_puback
+        self._router_type = speedups.PubAckRouter if speedups is not None else None
         conn.add_listener("closed", self._on_closed)
 
     @staticmethod
@@ -476,7 +477,17 @@ class AsyncPublisher(Batcher):
         conn = self.conn
         prefix = conn.new_inbox() + "."
         self._prefix = prefix.encode()
-        self._sid = await conn.subscribe(prefix + "*", self._on_reply)
+        self._sid = await conn.subscribe(prefix + "*", self._reply_handler())
+
+    def _reply_handler(self) -> Handler:
+        """``_on_reply``, or for PubAcks with the C accelerator its router, which
+        resolves plain acknowledgements in the parser's loop and hands the rest
+        to ``_on_reply`` and ``_done`` (``_speedups.c``)."""
+        if self._make_reply is not None or self._router_type is None:
+            return self._on_reply
+        return cast(Handler, self._router_type(
+            self, self._prefix, self._inflight, PubAckFuture, PubAck, self._on_reply, self._done, _PENDING, _FINISHED
+        ))  # fmt: skip
 
     # -- loop side ------------------------------------------------------------
 
@@ -711,8 +722,13 @@ class AsyncPublisher(Batcher):
         # so no lock here; a waiter bumps _waiters before it checks _completed
         # and this reads _waiters after the increment, so one of them sees the other.
         self._completed += 1
-        # Wake blocked publishers once half the window is free, not per ack.
-        if self._waiters and self._submitted - self._completed <= self._max // 2:
+        if self._waiters:
+            self._freed()
+
+    def _freed(self) -> None:
+        """After a completion while publishers wait (also called by the C
+        accelerator's router): wake them once half the window is free, not per ack."""
+        if self._submitted - self._completed <= self._max // 2:
             with self._cond:
                 self._cond.notify_all()
 
