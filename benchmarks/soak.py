@@ -264,7 +264,9 @@ class Soak:
                             stats_interval=None, signals=())
         stopper = threading.Thread(target=lambda: (self.stop.wait(), worker.stop()), name="soak-stopper", daemon=True)
         stopper.start()
-        worker.run()
+        status = worker.run()
+        if status != 0 and not self.stop.is_set():  # it logged why; counted, and the guard starts a new one
+            raise RuntimeError(f"the Worker returned {status} (could not consume, or a fatal error)")
 
     def responder(self) -> None:
         self.sub = self.b.subscribe(RPC, cb=lambda msg: msg.respond(b"pong"))
@@ -499,6 +501,7 @@ def main() -> int:
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("jetstream_sync").setLevel(logging.CRITICAL)  # the faults make them talk; counted instead
+    logging.getLogger("jetstream_sync.worker").setLevel(logging.ERROR)  # why a Worker ended (rare)
     return Soak(args).run()
 
 

@@ -814,8 +814,9 @@ static int route_ack(PyObject *self, const char *subj, Py_ssize_t subj_len, cons
     /* The PubAck before the pop: a future is never out of inflight unresolved. */
     PyObject *ack = NULL, *pyseq = PyLong_FromLongLong(seq);
     if (pyseq != NULL) {
-        PyObject *ack_args[2] = {r->last_name, pyseq};
+        PyObject *ack_args[2] = {Py_NewRef(r->last_name), pyseq};  /* held: make_ack runs Python code */
         ack = PyObject_Vectorcall(r->make_ack, ack_args, 2, NULL);
+        Py_DECREF(ack_args[0]);
         Py_DECREF(pyseq);
     }
     int rc = ack != NULL ? PyDict_DelItem(r->inflight, key) : -1;

@@ -292,7 +292,8 @@ class AsyncPublisher(Batcher):
         # The C accelerator's batch send and PubAck reader, where it is built.
         self._pub_batch = speedups.pub_batch if speedups is not None else None
         self._plain_of = speedups.puback if speedups is not None else plain_puback
-        self._router_type = speedups.PubAckRouter if speedups is not None else None
+        # getattr: an accelerator built from an older source has no router (then Python's path).
+        self._router_type = getattr(speedups, "PubAckRouter", None)
         conn.add_listener("closed", self._on_closed)
 
     @staticmethod
