@@ -651,7 +651,7 @@ typedef struct {
     PyObject *last_raw, *last_name; /* the last stream name as received, and as str */
 } router;
 
-static PyObject *str_cond, *str_wake, *str_state, *str_result, *str_exception, *str_headers, *str_completed,
+static PyObject *str_cond, *str_wake, *str_state, *str_result, *str_headers, *str_completed,
     *str_waiters, *str_freed, *str_release, *empty_bytes;
 
 /* The fields a router holds, in the constructor's order (last_* are its cache). */
@@ -727,9 +727,9 @@ static int resolve_unwatched(router *r, PyObject *future, PyObject *ack) {
         Py_DECREF(wake);
         return 0;
     }
-    /* The old values are None and "PENDING": replacing them runs no Python code. */
-    if (PyObject_SetAttr(future, str_result, ack) < 0 || PyObject_SetAttr(future, str_exception, Py_None) < 0 ||
-        PyObject_SetAttr(future, str_state, r->finished) < 0) {
+    /* The old values are None and "PENDING": replacing them runs no Python code.
+     * _exception stays None, as a pending future has it. */
+    if (PyObject_SetAttr(future, str_result, ack) < 0 || PyObject_SetAttr(future, str_state, r->finished) < 0) {
         Py_DECREF(wake);
         return -1;
     }
@@ -1247,7 +1247,6 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     str_wake = PyUnicode_InternFromString("_wake");
     str_state = PyUnicode_InternFromString("_state");
     str_result = PyUnicode_InternFromString("_result");
-    str_exception = PyUnicode_InternFromString("_exception");
     str_headers = PyUnicode_InternFromString("_headers");
     str_completed = PyUnicode_InternFromString("_completed");
     str_waiters = PyUnicode_InternFromString("_waiters");
@@ -1255,7 +1254,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     str_release = PyUnicode_InternFromString("release");
     empty_bytes = PyBytes_FromStringAndSize(NULL, 0);
     if (str_subject == NULL || str_data == NULL || str_hdr == NULL || str_popleft == NULL || str_cond == NULL ||
-        str_wake == NULL || str_state == NULL || str_result == NULL || str_exception == NULL || str_headers == NULL ||
+        str_wake == NULL || str_state == NULL || str_result == NULL || str_headers == NULL ||
         str_completed == NULL || str_waiters == NULL || str_freed == NULL || str_release == NULL || empty_bytes == NULL) {
         return NULL;
     }

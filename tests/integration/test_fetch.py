@@ -335,3 +335,22 @@ def test_fetch_started_while_close_runs_never_blocks(server, js, stream, subj, c
             f"attempt {attempt}: {stuck} of {len(workers)} fetch threads still blocked 3s after close() returned"
         )
         assert not errors_seen, f"attempt {attempt}: fetch raised {errors_seen[:3]!r}, not ConnectionClosedError"
+
+
+@pytest.mark.parametrize("read", ["fetch", "next"])
+def test_a_fetch_whose_start_fails_raises_that_error_to_its_caller(nc, js, subj, cons, monkeypatch, read):
+    """A failure while the loop subscribes and pulls reaches the caller,
+    translated, without a wait; the message stays for the next pull."""
+    import nats.errors
+
+    publish(js, subj, 1)
+
+    async def refuse(*args, **kwargs):
+        raise nats.errors.ConnectionReconnectingError()
+
+    monkeypatch.setattr(nc._conn, "subscribe", refuse)
+    run = Bounded(lambda: list(cons.fetch(1, expires=5)) if read == "fetch" else cons.next(timeout=5)).join(10)
+    assert run.finished, "the caller still waits"
+    assert isinstance(run.error, jss.JetStreamError) and not isinstance(run.error, jss.TimeoutError), run.error
+    monkeypatch.undo()
+    assert cons.next(timeout=5).data  # the message is still there for the next pull
