@@ -155,14 +155,20 @@ class ObjectResult(io.RawIOBase):
         """Raise at once if the object being read was deleted or replaced
         (its chunks are purged: they will never come)."""
         name = self._info.name
+        gone: Optional[errors.JetStreamError] = None
         try:
-            msg = self._js.get_msg(obj.stream_name(self._bucket), last_by_subject=obj.meta_subject(self._bucket, name))
+            with bucket_errors(self._bucket):
+                msg = self._js.get_msg(obj.stream_name(self._bucket), last_by_subject=obj.meta_subject(self._bucket, name))
             now = ObjectInfo.from_wire(json.loads(msg.data))
         except errors.MsgNotFoundError:
             now = None
+        except errors.ObjectStoreNotFoundError as exc:  # the bucket itself was deleted: no chunk will come
+            gone, now = exc, None
         except (errors.JetStreamError, ValueError):
             return  # cannot tell (server busy, bad meta): keep waiting within the bound
-        if now is None or now.deleted:
+        if gone is not None:
+            self._error = gone
+        elif now is None or now.deleted:
             self._error = errors.ObjectDeletedError(404, 0, f"object {name!r} was deleted while being read")
         elif now.nuid != self._info.nuid:
             self._error = errors.ObjectChangedError(f"object {name!r} was replaced while being read; get() it again")

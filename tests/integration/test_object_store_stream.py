@@ -306,3 +306,25 @@ def test_a_read_and_a_watch_of_a_deleted_object_store_say_so(js):
         with pytest.raises(jss.ObjectStoreNotFoundError, match="GONE"):
             while True:
                 w.next(timeout=5)
+
+
+@pytest.mark.timeout(60)
+def test_a_read_whose_chunks_stop_finds_a_deleted_store_by_its_probe(js, monkeypatch):
+    """The chunk reader may not hear of the deletion (no reset, no status
+    reaches it): the probe after the chunks stop must say the store is gone,
+    at once, not when the read's timeout runs out."""
+    store = js.create_object_store("GONE2")
+    store.put("big", os.urandom(1024 * 1024))
+    with store.get("big") as r:
+        r.read(1)
+
+        def silent(timeout=None):
+            time.sleep(min(timeout or 0.1, 0.1))
+            raise jss.TimeoutError("no chunk")
+
+        monkeypatch.setattr(r._ctx, "next", silent)  # the ordered read never learns of the deletion
+        js.delete_object_store("GONE2")
+        started = time.monotonic()
+        with pytest.raises(jss.ObjectStoreNotFoundError, match="GONE2"):
+            r.read()
+        assert time.monotonic() - started < 10, "found only when the read's timeout ran out"
