@@ -12,7 +12,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Callable, Dict, List, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jetstream_sync.testing import NatsServer  # noqa: E402
+from jetstream_sync.testing.scratch import make_dir  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ANCHORS = Path(__file__).resolve().parent / "anchors" / "go"
@@ -173,7 +173,13 @@ def _nats_go_version() -> str:
     return m.group(1) if m else "?"
 
 
-_GO_WORK = Path(tempfile.mkdtemp(prefix="jss-go-"))
+_GO_WORK: List[Path] = []  # made at the first build, removed when the run ends (scratch)
+
+
+def _go_work() -> Path:
+    if not _GO_WORK:
+        _GO_WORK.append(Path(make_dir("jss-go-")))
+    return _GO_WORK[0]
 _GO_BUILT: Dict[str, "tuple[Optional[str], str]"] = {}
 
 
@@ -187,7 +193,7 @@ def _build_modern(name: str) -> "tuple[Optional[str], str]":
     mirrors = os.environ.get(MIRRORS_ENV) or str(ANCHORS.parents[2].parent / ".mirror")
     if not (Path(mirrors) / "nats-io+nats.go" / "repo").exists():
         return None, f"no nats.go mirror under {mirrors} (set {MIRRORS_ENV})"
-    env = dict(os.environ, MIRRORS=mirrors, GOJS_SRC=str(ANCHORS / name), GOJS_WORKDIR=str(_GO_WORK / f"modern-{name}"))
+    env = dict(os.environ, MIRRORS=mirrors, GOJS_SRC=str(ANCHORS / name), GOJS_WORKDIR=str(_go_work() / f"modern-{name}"))
     proc = subprocess.run(["bash", str(BUILD_SCRIPT)], env=env, capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
         return None, f"build-nats-go.sh failed: {proc.stderr.strip()[-300:]}"
@@ -214,10 +220,10 @@ def _build_gopath(name: str, why_not_modern: str) -> "tuple[Optional[str], str]"
     go = shutil.which("go")
     if go is None:
         return None, f"skipped: {why_not_modern}; and `go` not installed (apt-get install {GO_DEBIAN_DEPS})"
-    env, note = _go_env(_GO_WORK)
+    env, note = _go_env(_go_work())
     if env is None:
         return None, f"skipped: {why_not_modern}; {note}"
-    out = _GO_WORK / name
+    out = _go_work() / name
     proc = subprocess.run([go, "build", "-o", str(out), "."], cwd=ANCHORS / name, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         return None, f"skipped: go build failed: {proc.stderr.strip()[:300]}"

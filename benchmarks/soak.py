@@ -35,7 +35,6 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -44,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jetstream_sync as jss  # noqa: E402
 from jetstream_sync.testing import NatsCluster  # noqa: E402
+from jetstream_sync.testing.scratch import make_dir  # noqa: E402
 from _common import percentile  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -347,7 +347,7 @@ class Soak:
     # -- the run ----------------------------------------------------------------------
 
     def run(self) -> int:
-        store = tempfile.mkdtemp(prefix="jss-soak-")
+        store = make_dir("jss-soak-")  # removed when the run ends, killed runs too
         config = os.path.join(store, "soak.conf")
         with open(config, "w") as f:
             f.write("max_payload: 8MB\n")

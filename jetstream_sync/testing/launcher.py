@@ -27,7 +27,7 @@ import sys
 import threading
 from typing import IO, Callable, List, Optional, Sequence
 
-__all__ = ["dies_with_parent", "spawn"]
+__all__ = ["dies_with_parent", "end_children", "spawn"]
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 HANDOFF_TIMEOUT = 30.0  # seconds a caller waits for the launcher thread to fork its child
@@ -165,6 +165,14 @@ class _Children:
                 atexit.register(self.kill_all, os.getpid())
             self._procs = [p for p in self._procs if p.poll() is None] + [proc]
 
+    def end_own(self) -> None:
+        """SIGKILL and reap the children this very process spawned (not those
+        of the parent a forked child has in its copy of the list)."""
+        with self._lock:
+            owner = self._owner
+        if owner == os.getpid():
+            self.kill_all(owner)
+
     def kill_all(self, owner: int) -> None:
         """At exit: SIGKILL every child still running (a paused one too) and reap it."""
         if os.getpid() != owner:
@@ -181,3 +189,10 @@ class _Children:
 
 
 _children = _Children()
+
+
+def end_children() -> None:
+    """Kill (SIGKILL) and reap every child this process spawned that still
+    runs: what a normal exit does anyway, for whoever must run after it (the
+    removal of their stores, :mod:`.scratch`)."""
+    _children.end_own()

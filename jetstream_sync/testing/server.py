@@ -17,7 +17,6 @@ import socket
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from .launcher import spawn
+from .scratch import make_dir
 
 __all__ = ["NatsServer", "find_server_binary", "free_port"]
 
@@ -76,8 +76,9 @@ class NatsServer:
 
     :param port: the client port; default a free one (:func:`free_port`).
     :param store_dir: the JetStream store (its log is ``server.log`` in it);
-        default a fresh temporary directory, removed by :meth:`cleanup`. A
-        directory given here is left in place.
+        default a fresh temporary directory, removed by :meth:`cleanup`, else
+        when the process ends, or by the next process of the kit when this one
+        is killed (:mod:`.scratch`). A directory given here is left in place.
     :param jetstream: run with ``-js`` (default True).
     :param args: more command-line arguments (``--cluster``, ``-n NAME`` ...).
     :param config: a configuration file passed with ``-c`` (default none).
@@ -103,7 +104,7 @@ class NatsServer:
         self.port = port or free_port()
         self.monitor_port = free_port()
         self._own_store = store_dir is None
-        self.store_dir = store_dir or tempfile.mkdtemp(prefix="jss-nats-")
+        self.store_dir = store_dir or make_dir("jss-nats-")
         self.jetstream = jetstream
         self.args = list(args)
         self.config = config

@@ -1,7 +1,10 @@
-"""The test kit's pure parts: finding the server binary, waiting for an ack floor."""
+"""The test kit's pure parts: finding the server binary, waiting for an ack floor,
+the sweep of temporary directories left by processes that ended."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sys
 import sysconfig
 import time
@@ -10,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from jetstream_sync import testing
+from jetstream_sync.testing.scratch import OWNER_FILE, ROOT_PREFIX, sweep
 
 
 def test_a_missing_server_binary_names_what_to_install(monkeypatch, tmp_path):
@@ -64,3 +68,29 @@ def test_a_cluster_names_its_servers_and_routes_them_to_each_other():
     assert cluster.server("n1") is cluster.servers[1]
     with pytest.raises(ValueError):
         testing.NatsCluster(0)
+
+
+def test_the_sweep_removes_a_root_whose_removal_was_cut_short_and_leaves_one_being_made(tmp_path):
+    cut = tmp_path / f"{ROOT_PREFIX}cut"
+    (cut / "jss-nats-a" / "jetstream").mkdir(parents=True)  # its .owner went first
+    making = tmp_path / ".jss-making-b"
+    making.mkdir()
+    (making / OWNER_FILE).touch()
+    other = tmp_path / "jss-nats-unrelated"
+    other.mkdir()
+    assert sweep(str(tmp_path)) == 1
+    assert sorted(os.listdir(tmp_path)) == sorted([making.name, other.name])
+
+
+def test_the_sweep_leaves_a_root_whose_owner_holds_its_lock_and_takes_it_once_released(tmp_path):
+    root = tmp_path / f"{ROOT_PREFIX}live"
+    (root / "jss-nats-a").mkdir(parents=True)
+    fd = os.open(root / OWNER_FILE, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert sweep(str(tmp_path)) == 0
+        assert (root / "jss-nats-a").is_dir()
+    finally:
+        os.close(fd)  # the owner ends: the kernel drops its lock
+    assert sweep(str(tmp_path)) == 1
+    assert os.listdir(tmp_path) == []
