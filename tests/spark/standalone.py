@@ -52,6 +52,7 @@ class StandaloneCluster:
             SPARK_HOME=str(self.home),
             SPARK_CONF_DIR=str(self.root / "conf"),
             SPARK_LOG_DIR=str(self.root / "logs"),
+            SPARK_LOCAL_DIRS=str(self.root / "local"),  # a killed executor's scratch goes with tmp_path, not /tmp
             SPARK_LOCAL_IP="127.0.0.1",
             SPARK_DAEMON_MEMORY="256m",
             SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
