@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from .. import errors
 from ..models import PubAck
@@ -28,7 +28,14 @@ def plain_puback(data: bytes) -> Optional[Tuple[bytes, int]]:
     return stream, int(seq)
 
 
-def parse_puback(data: bytes, plain_of: Callable[[bytes], Optional[Tuple[bytes, int]]] = plain_puback) -> PubAck:
+def parse_puback(
+    data: bytes, plain_of: Callable[[bytes], Optional[Tuple[bytes, int]]] = plain_puback,
+    make: Callable[[str, int], Any] = PubAck,
+) -> Any:
+    """The PubAck of a reply (APIError for an error reply, JetStreamError for
+    one that is not an acknowledgement). ``make(stream, seq)`` builds the usual
+    one (default PubAck; the async publisher keeps a compact form, see
+    ``publisher.compact_ack``)."""
     plain = plain_of(data)
     if plain is not None:  # the usual reply, without a JSON parse
         stream, seq = plain
@@ -40,7 +47,7 @@ def parse_puback(data: bytes, plain_of: Callable[[bytes], Optional[Tuple[bytes, 
                 raise errors.JetStreamError(f"invalid publish acknowledgement: {data[:100]!r}") from None
             if len(_NAMES) < 256:
                 _NAMES[stream] = name
-        return PubAck(name, seq)
+        return make(name, seq)
     try:
         resp = json.loads(data)
     except ValueError:

@@ -78,6 +78,19 @@ _COND_LOCK = threading.Lock()
 _allocate_lock = threading.Lock
 
 
+def compact_ack(stream: str, seq: int) -> Tuple[str, int]:
+    """A plain PubAck as a resolved future keeps it until its result is asked
+    for: a tuple of a str and an int, which the garbage collector stops
+    tracking at its first pass. A PubAck object per future would be traversed
+    by every full collection while a caller keeps its futures (200,000 kept
+    futures: half the collector's work, a fifth of the run's time)."""
+    return (stream, seq)
+
+
+def _as_puback(result: Any) -> Any:
+    return PubAck(*result) if type(result) is tuple else result
+
+
 class PubAckFuture(concurrent.futures.Future[PubAck]):
     """A ``concurrent.futures.Future`` of a PubAck.
 
@@ -88,6 +101,9 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
     It is also the publisher's record of the publish it stands for (one
     object per publish, not two): subject, payload, headers and header
     block, deadline and retries; the payload is let go once it is resolved.
+
+    A plain acknowledgement is kept as :func:`compact_ack`'s tuple and each
+    :meth:`result` call makes its PubAck (equal ones, not the same object).
     """
 
     def __init__(
@@ -225,9 +241,15 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
         if self._state == _FINISHED:
             if self._exception is not None:
                 raise self._exception
-            return cast(PubAck, self._result)  # finished without an exception: a PubAck was set
+            return cast(PubAck, _as_puback(self._result))  # finished without an exception: an ack was set
         self._before_wait()
-        return super().result(timeout)
+        return cast(PubAck, _as_puback(super().result(timeout)))
+
+    def __repr__(self) -> str:
+        result: Any = self._result
+        if self._state == _FINISHED and self._exception is None and type(result) is tuple:
+            return f"<{type(self).__name__} at {id(self):#x} state=finished returned PubAck>"
+        return super().__repr__()
 
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
         if timeout is not None:
@@ -489,7 +511,7 @@ class AsyncPublisher(Batcher):
         if self._make_reply is not None or self._router_type is None:
             return self._on_reply
         return cast(Handler, self._router_type(
-            self, self._prefix, self._inflight, PubAckFuture, PubAck, self._on_reply, self._done, _PENDING, _FINISHED
+            self, self._prefix, self._inflight, PubAckFuture, compact_ack, self._on_reply, self._done, _PENDING, _FINISHED
         ))  # fmt: skip
 
     # -- loop side ------------------------------------------------------------
@@ -598,7 +620,7 @@ class AsyncPublisher(Batcher):
             self._done(entry, self._make_reply(subject, reply, data, self.conn, headers), None)
             return
         try:
-            ack = parse_puback(data, self._plain_of)
+            ack = parse_puback(data, self._plain_of, compact_ack)
         except errors.JetStreamError as exc:
             self._fail(entry, exc)
         else:

@@ -217,3 +217,25 @@ def test_a_publisher_and_its_router_are_collected_together(monkeypatch: pytest.M
     del pub
     gc.collect()
     assert gone() is None
+
+
+@pytest.mark.parametrize("use_c", [True, False], ids=["c", "python"])
+def test_kept_resolved_futures_cost_the_collector_one_object_each(use_c: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller that keeps its futures (to read their PubAcks later) makes
+    every full collection traverse them: a resolved future must not bring a
+    second tracked object (a PubAck) along, and each result is a PubAck."""
+    import gc
+
+    if use_c and SPEEDUPS is None:
+        pytest.skip("the C accelerator is not built here")
+    pub = new_publisher(use_c, monkeypatch)
+    n = 5000
+    futures = [track(pub, b"%d" % i) for i in range(n)]
+    gc.collect()
+    before = len(gc.get_objects())
+    parse(pub, b"".join(reply(b"%d" % i, b'{"stream":"S","seq":%d}' % i) for i in range(n)), use_c, monkeypatch)
+    gc.collect()  # a pass untracks what cannot be part of a cycle
+    assert len(gc.get_objects()) - before < n // 10
+    assert [f.result(0) for f in futures] == [_publisher.PubAck("S", i) for i in range(n)]
+    assert futures[0].result(0) == futures[0].result(0) and isinstance(futures[0].result(0), _publisher.PubAck)
+    assert "returned PubAck" in repr(futures[0])
