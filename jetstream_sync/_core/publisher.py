@@ -78,17 +78,47 @@ _COND_LOCK = threading.Lock()
 _allocate_lock = threading.Lock
 
 
-def compact_ack(stream: str, seq: int) -> Tuple[str, int]:
+_STREAMS: List[str] = []  # stream names of compact acks, by index (a few per process)
+_STREAM_INDEX: Dict[str, int] = {}
+_MAX_STREAMS = 256
+_STREAMS_LOCK = threading.Lock()  # each connection's loop thread may add a name
+
+
+def compact_ack(stream: str, seq: int) -> Any:
     """A plain PubAck as a resolved future keeps it until its result is asked
-    for: a tuple of a str and an int, which the garbage collector stops
-    tracking at its first pass. A PubAck object per future would be traversed
-    by every full collection while a caller keeps its futures (200,000 kept
-    futures: half the collector's work, a fifth of the run's time)."""
-    return (stream, seq)
+    for: an int, seq * 256 + the stream name's index (a tuple beyond 256
+    names). Neither is an object the garbage collector tracks for long, where
+    a PubAck per future would be traversed by every full collection while a
+    caller keeps its futures; an int is not even counted towards the next one."""
+    index = _STREAM_INDEX.get(stream)
+    if index is None:
+        with _STREAMS_LOCK:
+            index = _STREAM_INDEX.get(stream)
+            if index is None:
+                if len(_STREAMS) >= _MAX_STREAMS:
+                    return (stream, seq)
+                index = len(_STREAMS)
+                _STREAMS.append(stream)  # before the index: a reader finds the name by the index
+                _STREAM_INDEX[stream] = index
+    return seq * _MAX_STREAMS + index
 
 
 def _as_puback(result: Any) -> Any:
-    return PubAck(*result) if type(result) is tuple else result
+    """The PubAck of compact_ack's form (anything else as it is)."""
+    kind = type(result)
+    if kind is int:
+        return PubAck(_STREAMS[result % _MAX_STREAMS], result // _MAX_STREAMS)
+    return PubAck(*result) if kind is tuple else result
+
+
+class _CompactState(str):
+    """FINISHED (equal to it for Future's own checks), for a future whose
+    result is in compact_ack's form: a result a caller set is never taken for one."""
+
+    __slots__ = ()
+
+
+_FINISHED_COMPACT = _CompactState(_FINISHED)
 
 
 class PubAckFuture(concurrent.futures.Future[PubAck]):
@@ -102,7 +132,7 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
     object per publish, not two): subject, payload, headers and header
     block, deadline and retries; the payload is let go once it is resolved.
 
-    A plain acknowledgement is kept as :func:`compact_ack`'s tuple and each
+    A plain acknowledgement is kept in :func:`compact_ack`'s form and each
     :meth:`result` call makes its PubAck (equal ones, not the same object).
     """
 
@@ -189,7 +219,7 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
     def _condition(self, cond: threading.Condition) -> None:  # Future's is an attribute; nothing sets it here
         self._cond = cond
 
-    def _finish_unwatched(self, result: Any, exception: Optional[BaseException]) -> bool:
+    def _finish_unwatched(self, result: Any, exception: Optional[BaseException], state: str = _FINISHED) -> bool:
         """Resolve without the Condition if nobody has asked for it yet.
         ``route_ack`` in ``_speedups.c`` does the same by these attribute names
         (tests/unit/test_puback_router.py holds the two to the same result)."""
@@ -202,7 +232,7 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
                 raise concurrent.futures.InvalidStateError(f"{self._state}: {self!r}")
             self._result = result
             self._exception = exception
-            self._state = _FINISHED
+            self._state = state
         if self._callback_list:
             self._invoke_callbacks()  # type: ignore[attr-defined]  # Future's private method, not in typeshed
         return True
@@ -213,6 +243,15 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
     def set_result(self, result: Any) -> None:
         if not self._finish_unwatched(result, None):
             super().set_result(result)
+        if (wake := self._wake) is not None:
+            wake.release()
+
+    def set_ack(self, ack: Any) -> None:
+        """set_result for the publisher's own replies: a future nobody watches
+        keeps compact_ack's form, a watched one gets its PubAck."""
+        compact = type(ack) is int or type(ack) is tuple
+        if not self._finish_unwatched(ack, None, _FINISHED_COMPACT if compact else _FINISHED):
+            concurrent.futures.Future.set_result(self, _as_puback(ack) if compact else ack)
         if (wake := self._wake) is not None:
             wake.release()
 
@@ -238,16 +277,18 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
     def result(self, timeout: Optional[float] = None) -> PubAck:
         if timeout is not None:
             options.optional_timeout("timeout", timeout)
-        if self._state == _FINISHED:
+        state = self._state
+        if state == _FINISHED:
             if self._exception is not None:
                 raise self._exception
-            return cast(PubAck, _as_puback(self._result))  # finished without an exception: an ack was set
+            result: Any = self._result
+            return cast(PubAck, _as_puback(result) if state is _FINISHED_COMPACT else result)
         self._before_wait()
-        return cast(PubAck, _as_puback(super().result(timeout)))
+        result = super().result(timeout)
+        return cast(PubAck, _as_puback(result) if self._state is _FINISHED_COMPACT else result)
 
     def __repr__(self) -> str:
-        result: Any = self._result
-        if self._state == _FINISHED and self._exception is None and type(result) is tuple:
+        if self._state is _FINISHED_COMPACT:
             return f"<{type(self).__name__} at {id(self):#x} state=finished returned PubAck>"
         return super().__repr__()
 
@@ -511,7 +552,7 @@ class AsyncPublisher(Batcher):
         if self._make_reply is not None or self._router_type is None:
             return self._on_reply
         return cast(Handler, self._router_type(
-            self, self._prefix, self._inflight, PubAckFuture, compact_ack, self._on_reply, self._done, _PENDING, _FINISHED
+            self, self._prefix, self._inflight, PubAckFuture, compact_ack, self._on_reply, self._done, _PENDING, _FINISHED_COMPACT
         ))  # fmt: skip
 
     # -- loop side ------------------------------------------------------------
@@ -739,6 +780,8 @@ class AsyncPublisher(Batcher):
         try:
             if exc is not None:
                 future.set_exception(exc)
+            elif self._make_reply is None:
+                future.set_ack(ack)
             else:
                 future.set_result(ack)
         except concurrent.futures.InvalidStateError:  # cancelled by the user meanwhile

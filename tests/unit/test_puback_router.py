@@ -239,3 +239,29 @@ def test_kept_resolved_futures_cost_the_collector_one_object_each(use_c: bool, m
     assert [f.result(0) for f in futures] == [_publisher.PubAck("S", i) for i in range(n)]
     assert futures[0].result(0) == futures[0].result(0) and isinstance(futures[0].result(0), _publisher.PubAck)
     assert "returned PubAck" in repr(futures[0])
+
+
+def test_compact_acks_keep_each_stream_name_from_many_threads_and_beyond_the_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The compact form of a PubAck gives back its stream and sequence, for
+    names added by several loop threads at once and past the name table's size."""
+    monkeypatch.setattr(_publisher, "_STREAMS", [])
+    monkeypatch.setattr(_publisher, "_STREAM_INDEX", {})
+    names = [f"S{i}" for i in range(_publisher._MAX_STREAMS + 50)]
+    made: Dict[str, List[Any]] = {}
+    start = threading.Barrier(4)
+
+    def add(part: List[str]) -> None:
+        start.wait(10)
+        for name in part:
+            made[name] = [_publisher.compact_ack(name, seq) for seq in (1, 2**70)]
+
+    threads = [threading.Thread(target=add, args=(names[i::4],)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    for name, acks in made.items():
+        assert [_publisher._as_puback(a) for a in acks] == [_publisher.PubAck(name, 1), _publisher.PubAck(name, 2**70)]
+    assert len(made) == len(names) and sum(type(a[0]) is tuple for a in made.values()) == 50

@@ -201,3 +201,17 @@ def test_a_blocking_callers_wait_ends_at_its_timeout():
     assert 0.15 < time.monotonic() - start < 5.0
     f.set_result("late")  # resolving after the caller gave up harms nothing
     assert f.result(timeout=0) == "late"
+
+
+@pytest.mark.parametrize("value", [7, ("S", 7)], ids=["int", "tuple"])
+def test_a_result_set_with_set_result_comes_back_as_set(value):
+    """The publisher keeps plain acks in a compact form (an int or a tuple)
+    that result() turns into a PubAck; a value set with set_result is never
+    taken for one, watched or not."""
+    unwatched, watched = PubAckFuture(Publisher()), PubAckFuture(Publisher())
+    seen = []
+    watched.add_done_callback(lambda f: seen.append(f.result()))
+    for f in (unwatched, watched):
+        f.set_result(value)
+        assert f.result(timeout=0) == value and f.result() is value
+    assert seen == [value]

@@ -181,6 +181,7 @@ def test_the_future_lets_go_of_its_payload_once_resolved(monkeypatch):
     pub._completed = pub._submitted = 0
     pub._waiters = 0
     pub._max = 10
+    pub._make_reply = None  # a JetStream publisher (PubAcks)
     f = PubAckFuture(Publisher(), "s", b"x" * 1000, {"A": "b"}, b"NATS/1.0\r\nA: b\r\n\r\n", 1.0)
     pub._done(f, "ack", None)
     assert f.result(timeout=0) == "ack"
