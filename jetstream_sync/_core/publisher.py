@@ -80,14 +80,16 @@ _allocate_lock = threading.Lock
 
 _STREAMS: List[str] = []  # stream names of compact acks, by index (a few per process)
 _STREAM_INDEX: Dict[str, int] = {}
-_MAX_STREAMS = 256
+_INDEX_BITS = 8
+_MAX_STREAMS = 1 << _INDEX_BITS
+_INDEX_MASK = _MAX_STREAMS - 1
 _STREAMS_LOCK = threading.Lock()  # each connection's loop thread may add a name
 
 
 def compact_ack(stream: str, seq: int) -> Any:
     """A plain PubAck as a resolved future keeps it until its result is asked
-    for: an int, seq * 256 + the stream name's index (a tuple beyond 256
-    names). Neither is an object the garbage collector tracks for long, where
+    for: an int, the sequence shifted left by _INDEX_BITS or'ed with the stream
+    name's index in _STREAMS (a tuple beyond _MAX_STREAMS names). Neither is an object the garbage collector tracks for long, where
     a PubAck per future would be traversed by every full collection while a
     caller keeps its futures; an int is not even counted towards the next one."""
     index = _STREAM_INDEX.get(stream)
@@ -100,14 +102,14 @@ def compact_ack(stream: str, seq: int) -> Any:
                 index = len(_STREAMS)
                 _STREAMS.append(stream)  # before the index: a reader finds the name by the index
                 _STREAM_INDEX[stream] = index
-    return seq * _MAX_STREAMS + index
+    return seq << _INDEX_BITS | index
 
 
 def _as_puback(result: Any) -> Any:
     """The PubAck of compact_ack's form (anything else as it is)."""
     kind = type(result)
     if kind is int:
-        return PubAck(_STREAMS[result % _MAX_STREAMS], result // _MAX_STREAMS)
+        return PubAck(_STREAMS[result & _INDEX_MASK], result >> _INDEX_BITS)
     return PubAck(*result) if kind is tuple else result
 
 
@@ -282,6 +284,8 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
             if self._exception is not None:
                 raise self._exception
             result: Any = self._result
+            if state is _FINISHED_COMPACT and type(result) is int:  # _as_puback's usual case, inline
+                return PubAck(_STREAMS[result & _INDEX_MASK], result >> _INDEX_BITS)
             return cast(PubAck, _as_puback(result) if state is _FINISHED_COMPACT else result)
         self._before_wait()
         result = super().result(timeout)
