@@ -56,6 +56,10 @@ class _Root:
             return  # a forked child exiting: the root is its parent's
         end_children()
         shutil.rmtree(self.path, ignore_errors=True)
+        self.release()
+
+    def release(self) -> None:
+        """Let go of the lock (its file may be gone already)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -73,6 +77,9 @@ def make_dir(prefix: str) -> str:
     with _lock:
         if _root is None or _root.pid != os.getpid():
             sweep()
+            _root = _Root()
+        elif not os.path.isdir(_root.path):  # removed under us (a tmp cleaner): a new one
+            _root.release()
             _root = _Root()
         root = _root.path
     return tempfile.mkdtemp(prefix=prefix, dir=root)

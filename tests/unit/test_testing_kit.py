@@ -94,3 +94,22 @@ def test_the_sweep_leaves_a_root_whose_owner_holds_its_lock_and_takes_it_once_re
         os.close(fd)  # the owner ends: the kernel drops its lock
     assert sweep(str(tmp_path)) == 1
     assert os.listdir(tmp_path) == []
+
+
+def test_a_root_removed_under_a_living_process_is_made_again(monkeypatch, tmp_path):
+    import shutil
+
+    from jetstream_sync.testing import scratch
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(scratch.tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    monkeypatch.setattr(scratch, "_root", None)
+    first = scratch.make_dir("jss-a-")
+    old_root = os.path.dirname(first)
+    shutil.rmtree(old_root)  # a tmp cleaner
+    second = scratch.make_dir("jss-b-")
+    assert os.path.isdir(second) and os.path.dirname(second) != old_root
+    new_root = scratch._root
+    assert new_root is not None and new_root.path == os.path.dirname(second)
+    new_root.release()  # not remove(): that would also end this process's servers (other tests')
+    shutil.rmtree(new_root.path)
