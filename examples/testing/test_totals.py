@@ -8,10 +8,10 @@ from jetstream_sync.testing import wait_for_ack_floor, wait_until
 from totals import Totals
 
 
-def publish_orders(js, orders):
+def publish_orders(js, orders, **options):
     """Publish each (customer, amount); the last publish's ack."""
     for customer, amount in orders:
-        ack = js.publish("orders.new", json.dumps({"customer": customer, "amount": amount}).encode())
+        ack = js.publish("orders.new", json.dumps({"customer": customer, "amount": amount}).encode(), **options)
     return ack
 
 
@@ -52,9 +52,12 @@ def test_orders_are_kept_on_three_servers(nats_cluster):
     with jss.connect(cluster.servers[0].url) as nc:
         js = nc.jetstream()
         js.create_stream(name="ORDERS", subjects=["orders.>"], num_replicas=3)
-        # The new stream elects its leader after create_stream returns; a busy
-        # machine may take longer than a publish's retries (2, 0.25 s apart).
+        # The new stream elects its leader after create_stream returns, and the
+        # other servers learn of its subjects after that: on a busy machine this
+        # can take longer than a publish's default retries after "no responders"
+        # (2, 0.25 s apart), so wait for the leader and allow 40 (within the
+        # publish's timeout).
         wait_until(lambda: js.stream_info("ORDERS").cluster.leader, timeout=30)
-        ack = publish_orders(js, [("ann", 5), ("bob", 7)])
+        ack = publish_orders(js, [("ann", 5), ("bob", 7)], retry_attempts=40, timeout=15)
         assert (ack.stream, ack.seq) == ("ORDERS", 2)
         assert js.stream_info("ORDERS").cluster.leader in cluster.names
