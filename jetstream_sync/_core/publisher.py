@@ -88,10 +88,10 @@ _STREAMS_LOCK = threading.Lock()  # each connection's loop thread may add a name
 
 def compact_ack(stream: str, seq: int) -> Any:
     """A plain PubAck as a resolved future keeps it until its result is asked
-    for: an int, the sequence shifted left by _INDEX_BITS or'ed with the stream
-    name's index in _STREAMS (a tuple beyond _MAX_STREAMS names). Neither is an object the garbage collector tracks for long, where
-    a PubAck per future would be traversed by every full collection while a
-    caller keeps its futures; an int is not even counted towards the next one."""
+    for: an int, the sequence shifted left by _INDEX_BITS or'ed with the index
+    of the stream's name in _STREAMS (a tuple beyond _MAX_STREAMS names). A
+    PubAck object per future would be walked by every full collection while a
+    caller keeps its futures; an int is not tracked by the collector at all."""
     index = _STREAM_INDEX.get(stream)
     if index is None:
         with _STREAMS_LOCK:
