@@ -476,11 +476,19 @@ class _Ready:
         self._flag.set(self._loop)
 
 
+_CANCEL_ROUNDS = 10
+
+
 def _cancel_all(loop: asyncio.AbstractEventLoop) -> None:
-    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
-    for t in tasks:
-        t.cancel()
-    if tasks:
+    """Cancel every task and let each end, in rounds: a task may start another
+    as it is cancelled (a client closing under a reconnect starts its flusher),
+    and a task still pending when the loop closes fails when it is collected."""
+    for _ in range(_CANCEL_ROUNDS):
+        tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        if not tasks:
+            return
+        for t in tasks:
+            t.cancel()
         loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
 
