@@ -191,8 +191,9 @@ def test_a_read_begun_while_the_last_ones_reset_was_under_way_keeps_its_consumer
 
     async def answered_late_the_second_time(self, start_seq):
         calls.append(start_seq)
+        nth = len(calls)  # counted on entry: the next read's call may begin before this one returns
         info = await real(self, start_seq)
-        if len(calls) == 2:  # the first read's reset: the server's answer comes late
+        if nth == 2:  # the first read's reset: the server's answer comes late
             await asyncio.sleep(1.0)
             asyncio.get_running_loop().call_soon(late_done.set)  # once the reset went on with it
         return info
