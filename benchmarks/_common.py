@@ -4,6 +4,7 @@ server and data in the same process run; figures are medians of the runs."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -173,13 +174,12 @@ def _nats_go_version() -> str:
     return m.group(1) if m else "?"
 
 
-_GO_WORK: List[Path] = []  # made at the first build, removed when the run ends (scratch)
-
-
+@functools.cache
 def _go_work() -> Path:
-    if not _GO_WORK:
-        _GO_WORK.append(Path(make_dir("jss-go-")))
-    return _GO_WORK[0]
+    """Made at the first build, removed when the run ends (scratch)."""
+    return Path(make_dir("jss-go-"))
+
+
 _GO_BUILT: Dict[str, "tuple[Optional[str], str]"] = {}
 
 

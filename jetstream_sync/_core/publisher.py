@@ -105,12 +105,11 @@ def compact_ack(stream: str, seq: int) -> Any:
     return seq << _INDEX_BITS | index
 
 
-def _as_puback(result: Any) -> Any:
-    """The PubAck of compact_ack's form (anything else as it is)."""
-    kind = type(result)
-    if kind is int:
-        return PubAck(_STREAMS[result & _INDEX_MASK], result >> _INDEX_BITS)
-    return PubAck(*result) if kind is tuple else result
+def _as_puback(compact: Any) -> PubAck:
+    """The PubAck of compact_ack's form."""
+    if type(compact) is int:
+        return PubAck(_STREAMS[compact & _INDEX_MASK], compact >> _INDEX_BITS)
+    return PubAck(*compact)
 
 
 class _CompactState(str):
@@ -251,9 +250,11 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
     def set_ack(self, ack: Any) -> None:
         """set_result for the publisher's own replies: a future nobody watches
         keeps compact_ack's form, a watched one gets its PubAck."""
-        compact = type(ack) is int or type(ack) is tuple
-        if not self._finish_unwatched(ack, None, _FINISHED_COMPACT if compact else _FINISHED):
-            concurrent.futures.Future.set_result(self, _as_puback(ack) if compact else ack)
+        if type(ack) is not int and type(ack) is not tuple:
+            self.set_result(ack)  # a PubAck parsed from JSON
+            return
+        if not self._finish_unwatched(ack, None, _FINISHED_COMPACT):
+            super().set_result(_as_puback(ack))
         if (wake := self._wake) is not None:
             wake.release()
 
@@ -284,12 +285,15 @@ class PubAckFuture(concurrent.futures.Future[PubAck]):
             if self._exception is not None:
                 raise self._exception
             result: Any = self._result
-            if state is _FINISHED_COMPACT and type(result) is int:  # _as_puback's usual case, inline
-                return PubAck(_STREAMS[result & _INDEX_MASK], result >> _INDEX_BITS)
-            return cast(PubAck, _as_puback(result) if state is _FINISHED_COMPACT else result)
-        self._before_wait()
-        result = super().result(timeout)
-        return cast(PubAck, _as_puback(result) if self._state is _FINISHED_COMPACT else result)
+        else:
+            self._before_wait()
+            result = super().result(timeout)
+            state = self._state
+        if state is not _FINISHED_COMPACT:
+            return cast(PubAck, result)
+        if type(result) is int:  # _as_puback inline: every kept future's read takes this (40 ns less a call)
+            return PubAck(_STREAMS[result & _INDEX_MASK], result >> _INDEX_BITS)
+        return _as_puback(result)
 
     def __repr__(self) -> str:
         if self._state is _FINISHED_COMPACT:

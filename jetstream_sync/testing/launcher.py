@@ -166,12 +166,10 @@ class _Children:
             self._procs = [p for p in self._procs if p.poll() is None] + [proc]
 
     def end_own(self) -> None:
-        """SIGKILL and reap the children this very process spawned (not those
-        of the parent a forked child has in its copy of the list)."""
-        with self._lock:
-            owner = self._owner
-        if owner == os.getpid():
-            self.kill_all(owner)
+        """kill_all() now, for this process's children: a forked child's copy of
+        its parent's list is left alone by kill_all's own check of the owner."""
+        if self._owner is not None:
+            self.kill_all(self._owner)
 
     def kill_all(self, owner: int) -> None:
         """At exit: SIGKILL every child still running (a paused one too) and reap it."""

@@ -15,7 +15,8 @@ own, ``<tmp>/jss-run-XXXX``:
 
 A root is renamed into place only once its lock is held, so a sweep never
 takes a root that is still being made. A forked child shares its parent's
-lock and root: it neither removes them at its exit nor sweeps them.
+lock and root: it does not remove them at its exit, and its sweep cannot take
+the lock it shares.
 """
 
 from __future__ import annotations
@@ -98,8 +99,6 @@ def sweep(tmp: Optional[str] = None) -> int:
     for entry in entries:
         if not entry.name.startswith(ROOT_PREFIX) or not entry.is_dir(follow_symlinks=False):
             continue
-        if _root is not None and entry.path == _root.path:
-            continue  # ours, seen from a forked child
         try:
             fd: Optional[int] = os.open(os.path.join(entry.path, OWNER_FILE), os.O_RDWR)
         except FileNotFoundError:
