@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, Callable, Generator, List, Optional, Type
 from . import errors, options
 from ._engines.pull import FetchEngine, PullEngine, PullTarget
 from ._engines.receiver import Exhausted, PullStats, Receiver
-from ._core import otel
 from ._core.message import Msg
 from .options import FetchOptions
 from ._core.logfields import message_fields
@@ -212,24 +211,9 @@ class ConsumeContext(_Context):
     def _run(self) -> None:
         receiver = self._receiver
         try:
-            while True:
-                try:
-                    msg = receiver.take(None, credit=False)
-                except Exhausted:
-                    return
-                except errors.JetStreamError as exc:  # the terminal error that ends consumption
-                    receiver.call_error_handler(exc)
-                    return
-                try:
-                    if (tr := otel.active) is None:
-                        self._handler(msg)
-                    else:
-                        with tr.process(msg):
-                            self._handler(msg)
-                except Exception as exc:
-                    self._handler_failed(msg, exc)
-                finally:
-                    receiver.credit(msg)
+            receiver.serve(self._handler, self._handler_failed)
+        except errors.JetStreamError as exc:  # the terminal error that ends consumption
+            receiver.call_error_handler(exc)
         finally:
             self._done.set()
             receiver.mark_user_done()

@@ -372,22 +372,55 @@ class Receiver(Resource):
         if engine is not None:
             engine.took(msg)
 
-    def credit(self, msg: Msg) -> None:
-        """consume(): a handler returned. Past the refill threshold ask for a
-        top-up, as a take does in messages(): a consume() takes without credit,
-        so otherwise only an empty buffer refilled, one stall per batch."""
-        if self.lock_free:
-            # consume()'s one worker thread is the count's only writer, and the
-            # engine reads it once per step: no lock (engine.took() only counts
-            # bytes, which lock-free mode does not keep).
-            credited = self._credited = self._credited + 1
-            if credited > self.refill_at and self._state is OPEN:
-                self.engine.want_more()
-            return
-        with self._lock:
-            self._credit(msg)
-            if self._credited > self.refill_at and self._state is OPEN:
-                self.engine.want_more()
+    def serve(self, handler: Callable[[Msg], Any], failed: Callable[[Msg, Exception], None]) -> None:
+        """consume()'s worker loop: ``handler(msg)`` for each message, in the
+        calling thread (the only one that takes), ``failed(msg, exc)`` when it
+        raises; each message credited when its handler has returned. Returns
+        at the end; raises the terminal error.
+
+        take() and credit() inlined: this runs once per message, and the one
+        worker thread never exists in a forked child (no fork check)."""
+        buf = self._buf
+        popleft = buf.popleft
+        counter = self._counter
+        while True:
+            msg = None
+            if self.lock_free and self._state is OPEN:
+                try:
+                    msg = popleft()
+                except IndexError:
+                    pass
+                else:
+                    if not next(counter) % _PACE_RUN:
+                        with self._lock:
+                            self._pace()
+            if msg is None:
+                try:
+                    msg = self._take(None, False)
+                except Exhausted:
+                    return
+            try:
+                if (tr := otel.active) is None:
+                    handler(msg)
+                else:
+                    tr.received(msg)
+                    with tr.process(msg):
+                        handler(msg)
+            except Exception as exc:
+                failed(msg, exc)
+            finally:
+                if self.lock_free:
+                    # The count's only writer; the engine reads it once per
+                    # step (engine.took() counts bytes, which lock-free mode
+                    # does not keep).
+                    credited = self._credited = self._credited + 1
+                    if credited > self.refill_at and self._state is OPEN:
+                        self.engine.want_more()
+                else:
+                    with self._lock:
+                        self._credit(msg)
+                        if self._credited > self.refill_at and self._state is OPEN:
+                            self.engine.want_more()
 
     def call_error_handler(self, exc: BaseException) -> None:
         handler = self.error_handler

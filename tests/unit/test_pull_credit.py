@@ -5,10 +5,12 @@ yet handled, ADR-37) must stay exact whenever that count moves."""
 from __future__ import annotations
 
 import json
+
+import pytest
 from typing import Any, List, Tuple
 
 from jetstream_sync._engines.pull import PullEngine, PullTarget
-from jetstream_sync._engines.receiver import Receiver
+from jetstream_sync._engines.receiver import _PACE_RUN, Receiver
 from jetstream_sync.options import consume_options
 
 from .fakes import FakeConn
@@ -44,14 +46,23 @@ class _RacingReceiver(Receiver):
         return self._credited
 
 
-class _NoLock:
+class _CountingLock:
+    """Counts how often the receiver's lock is taken."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+
     def __enter__(self) -> None:
-        raise AssertionError("consume()'s credit took the receiver's lock")
+        self.taken += 1
 
     def __exit__(self, *exc: Any) -> None:
         pass
 
-    acquire = __enter__
+    def acquire(self) -> None:
+        self.taken += 1
+
+    def release(self) -> None:
+        pass
 
 
 def _engine(max_messages: int) -> Tuple[PullEngine, _RacingReceiver, _Conn]:
@@ -92,13 +103,27 @@ def test_a_status_that_ends_part_of_a_pull_while_credits_race():
     assert _pending(engine, receiver) == max(sum(conn.pulls) - 30 - receiver._credited, 0)
 
 
+class _Handled(BaseException):
+    """Ends serve() after the last buffered message."""
+
+
 def test_credit_asks_for_a_refill_past_the_threshold_without_the_lock():
     engine, receiver, conn = _engine(max_messages=10)
     receiver.racing = False
     engine._maybe_pull()
     asked: List[int] = []
     engine.want_more = lambda: asked.append(receiver._credited)  # type: ignore[method-assign]
-    receiver._lock = _NoLock()  # type: ignore[assignment]
-    for _ in range(10):
-        receiver.credit(None)  # type: ignore[arg-type]
+    lock = receiver._lock = _CountingLock()  # type: ignore[assignment]
+    receiver._buf.extend(object() for _ in range(10))  # type: ignore[misc]
+    handled: List[object] = []
+
+    def handler(msg: object) -> None:
+        handled.append(msg)
+        if len(handled) == 10:
+            raise _Handled()  # credited on the way out, as a handler that returns
+
+    with pytest.raises(_Handled):
+        receiver.serve(handler, lambda msg, exc: None)
+    assert receiver._credited == 10
+    assert lock.taken == 10 // _PACE_RUN  # only the callers' pace is sampled under it
     assert asked and asked[0] == receiver.refill_at + 1  # the first credit past the threshold asks
