@@ -10,7 +10,8 @@
  * so the accelerator is never the only reader of a case.
  *
  * pub_batch() and puback() do the same for the async publisher's sends and
- * its acknowledgements (_publisher.py).
+ * its acknowledgements (_publisher.py), ack_batch() for the outbox's sends
+ * of acks and core publishes (_outbox.py).
  *
  * Without a C compiler the package installs without this module and the
  * Python code does the same work.
@@ -446,6 +447,14 @@ static void out_put(outbuf *o, const char *p, Py_ssize_t n) {
     o->len += n;
 }
 
+/* The buffer as a bytes object (NULL with an exception); the buffer is freed either way. */
+static PyObject *out_bytes(outbuf *o) {
+    PyObject *b = PyBytes_FromStringAndSize(o->buf != NULL ? o->buf : "", o->len);
+    PyMem_Free(o->buf);
+    o->buf = NULL;
+    return b;
+}
+
 static PyObject *str_subject, *str_data, *str_hdr, *str_popleft;
 
 /* One queued publish as a PUB/HPUB line with reply prefix + token, filed in
@@ -555,13 +564,109 @@ static PyObject *pub_batch(PyObject *module, PyObject *const *args, Py_ssize_t n
         Py_DECREF(entry);
         count++;
     }
-    PyObject *commands = PyBytes_FromStringAndSize(o.buf ? o.buf : "", o.len);
-    PyMem_Free(o.buf);
+    PyObject *commands = out_bytes(&o);
     if (commands == NULL) {
         Py_XDECREF(failed);
         return NULL;
     }
     return Py_BuildValue("(NLLLN)", commands, count, size, next_id, failed != NULL ? failed : Py_NewRef(Py_None));
+}
+
+/* ack_batch(queue) -> (commands, count, size, published, last)
+ *
+ * What AckOutbox._send's Python loop makes (_outbox.py), for everything on the
+ * deque, in order, as one bytes object: an ack (subject bytes or str, payload
+ * bytes) as "PUB <subject> <len>\r\n<payload>\r\n"; a core publish (its
+ * command bytes, formatted by its caller, and an int) as is. count: items;
+ * size: the acks' payload bytes plus the publishes' ints; published: the
+ * publishes' command bytes (their share of pending_size); last: the last ack
+ * item, or None. An item of another shape raises TypeError, as the Python
+ * loop would, with what came before it taken off the queue. */
+static PyObject *ack_batch(PyObject *module, PyObject *queue) {
+    outbuf o = {NULL, 0, 0};
+    long long count = 0, size = 0, published = 0;
+    PyObject *last = NULL;
+    for (;;) {
+        Py_ssize_t left = PyObject_Length(queue);
+        if (left <= 0) {
+            if (left < 0) {
+                goto fail;
+            }
+            break;
+        }
+        PyObject *item = PyObject_CallMethodNoArgs(queue, str_popleft);
+        if (item == NULL) {
+            goto fail;
+        }
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2) {
+            Py_DECREF(item);
+            PyErr_SetString(PyExc_TypeError, "a queued ack or publish must be a (subject, payload) tuple");
+            goto fail;
+        }
+        PyObject *subject = PyTuple_GET_ITEM(item, 0), *payload = PyTuple_GET_ITEM(item, 1);
+        if (PyLong_CheckExact(payload)) { /* a core publish */
+            long long share = PyLong_AsLongLong(payload);
+            if ((share == -1 && PyErr_Occurred()) || !PyBytes_Check(subject)) {
+                Py_DECREF(item);
+                if (!PyErr_Occurred()) {
+                    PyErr_SetString(PyExc_TypeError, "a queued publish's command must be bytes");
+                }
+                goto fail;
+            }
+            Py_ssize_t len = PyBytes_GET_SIZE(subject);
+            if (out_reserve(&o, len) < 0) {
+                Py_DECREF(item);
+                goto fail;
+            }
+            out_put(&o, PyBytes_AS_STRING(subject), len);
+            published += len;
+            size += share;
+            Py_DECREF(item);
+            count++;
+            continue;
+        }
+        const char *subj;
+        Py_ssize_t subj_len;
+        if (PyBytes_Check(subject)) {
+            subj = PyBytes_AS_STRING(subject);
+            subj_len = PyBytes_GET_SIZE(subject);
+        } else if (PyUnicode_Check(subject)) {
+            subj = PyUnicode_AsUTF8AndSize(subject, &subj_len);
+        } else {
+            subj = NULL;
+            PyErr_SetString(PyExc_TypeError, "an ack's subject must be bytes or str");
+        }
+        if (subj == NULL || !PyBytes_Check(payload)) {
+            Py_DECREF(item);
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError, "an ack's payload must be bytes");
+            }
+            goto fail;
+        }
+        Py_ssize_t plen = PyBytes_GET_SIZE(payload);
+        char digits[32];
+        int dlen = snprintf(digits, sizeof digits, " %zd\r\n", plen);
+        if (out_reserve(&o, 4 + subj_len + dlen + plen + 2) < 0) {
+            Py_DECREF(item);
+            goto fail;
+        }
+        out_put(&o, "PUB ", 4);
+        out_put(&o, subj, subj_len);
+        out_put(&o, digits, dlen);
+        out_put(&o, PyBytes_AS_STRING(payload), plen);
+        out_put(&o, "\r\n", 2);
+        size += plen;
+        Py_XSETREF(last, item); /* the reference popleft gave */
+        count++;
+    }
+    PyObject *commands = out_bytes(&o);
+    if (commands != NULL) {
+        return Py_BuildValue("(NLLLN)", commands, count, size, published, last != NULL ? last : Py_NewRef(Py_None));
+    }
+fail:
+    PyMem_Free(o.buf);
+    Py_XDECREF(last);
+    return NULL;
 }
 
 static int is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
@@ -999,13 +1104,6 @@ static void col_i32(column *c, int32_t v) { col_put(c, &v, 4); }
 static void col_i64(column *c, int64_t v) { col_put(c, &v, 8); }
 
 /* A growable byte buffer that ends as bytes. */
-static PyObject *out_bytes(outbuf *o) {
-    PyObject *b = PyBytes_FromStringAndSize(o->buf != NULL ? o->buf : "", o->len);
-    PyMem_Free(o->buf);
-    o->buf = NULL;
-    return b;
-}
-
 /* arrow_rows(msgs, with_headers, stream) -> the Arrow buffers of the reader's rows, else None
  *
  * msgs: a list of one message type (WireMsg's slots), as pulled; stream: the
@@ -1229,6 +1327,7 @@ fail:
 static PyMethodDef methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_FASTCALL, "Parse the run of MSG/HMSG messages at pos (see the module source)."},
     {"pub_batch", (PyCFunction)(void (*)(void))pub_batch, METH_FASTCALL, "Every queued publish as PUB/HPUB lines (see the module source)."},
+    {"ack_batch", (PyCFunction)ack_batch, METH_O, "Every queued ack and core publish as one bytes object (see the module source)."},
     {"puback", (PyCFunction)puback, METH_O, "(stream, seq) of a plain PubAck, else None."},
     {"arrow_rows", (PyCFunction)(void (*)(void))arrow_rows, METH_FASTCALL, "Arrow buffers of pulled messages (see the module source)."},
     {NULL, NULL, 0, NULL},

@@ -12,6 +12,7 @@ from typing import Any, Deque, Dict, List, Optional, Protocol, Sequence, Tuple, 
 
 from .. import errors
 from .logfields import log_fields
+from .wire import load_speedups
 from .writer import (
     Batcher, SocketWriter, encoded, pub_line, reconnect_buffer_size, wait_writable, write_backlog,
 )
@@ -68,6 +69,31 @@ def _tail(payload: bytes) -> bytes:
     return tail
 
 
+def ack_batch(queue: Deque[Item]) -> Tuple[bytes, int, int, int, Optional[Tuple[Subject, bytes]]]:
+    """Everything on ``queue``, in order, as one bytes object of commands:
+    ``(commands, count, size, published, last)`` as ``_speedups.ack_batch``
+    makes it (its comment says what each is); this is the same without the
+    accelerator."""
+    parts = []
+    tails = _TAILS
+    size = published = 0
+    last = None
+    while queue:
+        item = queue.popleft()
+        subject, payload = item
+        if payload.__class__ is int:  # a core publish, formatted by its caller
+            parts.append(subject)
+            published += len(subject)  # its share of pending_size
+            size += payload
+            continue
+        size += len(payload)  # type: ignore[arg-type]
+        parts.append(
+            b"PUB " + (subject if isinstance(subject, bytes) else subject.encode()) + (tails.get(payload) or _tail(payload))  # type: ignore[arg-type]
+        )
+        last = item
+    return b"".join(parts), len(parts), size, published, last  # type: ignore[return-value]
+
+
 class AckOutbox(Batcher):
     """Publishes queued acks and core publishes from the loop thread.
 
@@ -107,6 +133,8 @@ class AckOutbox(Batcher):
         self.max_payload = 1024 * 1024  # the server's, once connected
         self.backlog = 0  # bytes the connection had not written at the last look (loop thread writes)
         self._watching = False  # loop thread: a task waits for the socket to write its backlog down
+        speedups = load_speedups()
+        self._ack_batch = speedups.ack_batch if speedups is not None else ack_batch
 
     def connected(self, nc: Any) -> None:
         """Loop thread, on every (re)connect: the bound, the socket user
@@ -290,27 +318,11 @@ class AckOutbox(Batcher):
     def _send(self, queue: Deque[Item]) -> None:
         """Publish everything queued (loop thread, fast paths)."""
         nc = self.conn.nc
-        parts = []
-        tails = _TAILS
-        size = published = 0
-        last = None
-        while queue:
-            item = queue.popleft()
-            subject, payload = item
-            if payload.__class__ is int:  # a core publish, formatted by its caller
-                parts.append(subject)
-                published += len(subject)  # its share of pending_size
-                size += payload
-                continue
-            size += len(payload)  # type: ignore[arg-type]
-            parts.append(
-                b"PUB " + (subject if isinstance(subject, bytes) else subject.encode()) + (tails.get(payload) or _tail(payload))  # type: ignore[arg-type]
-            )
-            last = item
+        commands, count, size, published, last = self._ack_batch(queue)
         if last is not None:
-            self.last_sent = last  # type: ignore[assignment]
-        if not self.conn.send_commands(b"".join(parts), len(parts), size):
-            self._lost(len(parts), "the connection is closed or its reconnect buffer is full")
+            self.last_sent = last
+        if not self.conn.send_commands(commands, count, size):
+            self._lost(count, "the connection is closed or its reconnect buffer is full")
         if published:
             self._released(published)
             if nc is not None:
