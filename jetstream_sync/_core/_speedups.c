@@ -585,7 +585,7 @@ static PyObject *pub_batch(PyObject *module, PyObject *const *args, Py_ssize_t n
 static PyObject *ack_batch(PyObject *module, PyObject *queue) {
     outbuf o = {NULL, 0, 0};
     long long count = 0, size = 0, published = 0;
-    PyObject *last = NULL;
+    PyObject *last = NULL, *commands;
     for (;;) {
         Py_ssize_t left = PyObject_Length(queue);
         if (left <= 0) {
@@ -659,7 +659,7 @@ static PyObject *ack_batch(PyObject *module, PyObject *queue) {
         Py_XSETREF(last, item); /* the reference popleft gave */
         count++;
     }
-    PyObject *commands = out_bytes(&o);
+    commands = out_bytes(&o);
     if (commands != NULL) {
         return Py_BuildValue("(NLLLN)", commands, count, size, published, last != NULL ? last : Py_NewRef(Py_None));
     }

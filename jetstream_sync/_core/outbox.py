@@ -134,7 +134,8 @@ class AckOutbox(Batcher):
         self.backlog = 0  # bytes the connection had not written at the last look (loop thread writes)
         self._watching = False  # loop thread: a task waits for the socket to write its backlog down
         speedups = load_speedups()
-        self._ack_batch = speedups.ack_batch if speedups is not None else ack_batch
+        # getattr: a build of the accelerator older than ack_batch still loads.
+        self._ack_batch = getattr(speedups, "ack_batch", ack_batch)
 
     def connected(self, nc: Any) -> None:
         """Loop thread, on every (re)connect: the bound, the socket user

@@ -256,6 +256,17 @@ class OrderedReceiver(Receiver):
         self.ordered.last_taken = msg
         return msg
 
+    def serve(self, handler: Callable[[Msg], Any], failed: Callable[[Msg, Exception], None]) -> None:
+        """consume(): each message noted as taken before its handler runs,
+        as take() notes it (serve() takes without calling take())."""
+        state = self.ordered
+
+        def handle(msg: Msg) -> Any:
+            state.last_taken = msg
+            return handler(msg)
+
+        Receiver.serve(self, handle, failed)
+
     def nak(self, msgs: List[Msg]) -> None:
         """AckNone: nothing to give back (the next consumer starts after the last one taken)."""
 

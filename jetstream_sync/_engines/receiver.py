@@ -379,7 +379,8 @@ class Receiver(Resource):
         at the end; raises the terminal error.
 
         take() and credit() inlined: this runs once per message, and the one
-        worker thread never exists in a forked child (no fork check)."""
+        worker thread never exists in a forked child (no fork check). A
+        subclass that overrides take() overrides this too (OrderedReceiver)."""
         buf = self._buf
         popleft = buf.popleft
         counter = self._counter
@@ -399,11 +400,12 @@ class Receiver(Resource):
                     msg = self._take(None, False)
                 except Exhausted:
                     return
+            if (tr := otel.active) is not None:
+                tr.received(msg)  # as take() does: outside the handler's failures
             try:
-                if (tr := otel.active) is None:
+                if tr is None:
                     handler(msg)
                 else:
-                    tr.received(msg)
                     with tr.process(msg):
                         handler(msg)
             except Exception as exc:

@@ -143,6 +143,33 @@ def test_consume_handler_sees_each_message_once_in_order(js, stream, subj):
     assert seen == list(range(1, 201))
 
 
+def test_a_consume_opened_again_goes_on_after_the_last_handled_message(js, stream, subj):
+    fill(js, subj, 50)
+    oc = stream.ordered_consumer()
+    seen = []
+    some, done = threading.Event(), threading.Event()
+
+    def handler(msg):
+        seen.append(msg.metadata.sequence.stream)
+        if len(seen) == 10:
+            some.set()
+        if len(seen) == 50:
+            done.set()
+
+    cc = oc.consume(handler, max_messages=20)
+    assert some.wait(10)
+    cc.stop()
+    assert cc.wait(5)
+    first = len(seen)
+    cc = oc.consume(handler, max_messages=20)
+    try:
+        assert done.wait(10), seen
+    finally:
+        cc.stop()
+        assert cc.wait(5)
+    assert seen == list(range(1, 51)), f"{first} handled before the stop"
+
+
 def test_a_dropped_message_is_noticed_and_never_skipped(js, stream, subj, monkeypatch):
     """A message lost on the way (the consumer sequence jumps) makes the
     engine recreate the consumer from the last one it handed out."""
