@@ -447,7 +447,7 @@ static void out_put(outbuf *o, const char *p, Py_ssize_t n) {
     o->len += n;
 }
 
-/* The buffer as a bytes object (NULL with an exception); the buffer is freed either way. */
+/* The growable buffer as a bytes object (NULL with an exception); the buffer is freed either way. */
 static PyObject *out_bytes(outbuf *o) {
     PyObject *b = PyBytes_FromStringAndSize(o->buf != NULL ? o->buf : "", o->len);
     PyMem_Free(o->buf);
@@ -1103,7 +1103,6 @@ static void col_put(column *c, const void *p, Py_ssize_t n) {
 static void col_i32(column *c, int32_t v) { col_put(c, &v, 4); }
 static void col_i64(column *c, int64_t v) { col_put(c, &v, 8); }
 
-/* A growable byte buffer that ends as bytes. */
 /* arrow_rows(msgs, with_headers, stream) -> the Arrow buffers of the reader's rows, else None
  *
  * msgs: a list of one message type (WireMsg's slots), as pulled; stream: the
