@@ -384,9 +384,10 @@ class Receiver(Resource):
         buf = self._buf
         popleft = buf.popleft
         counter = self._counter
+        lock_free = self.lock_free  # set once, by the engine made before this thread started
         while True:
             msg = None
-            if self.lock_free and self._state is OPEN:
+            if lock_free and self._state is OPEN:
                 try:
                     msg = popleft()
                 except IndexError:
@@ -411,7 +412,7 @@ class Receiver(Resource):
             except Exception as exc:
                 failed(msg, exc)
             finally:
-                if self.lock_free:
+                if lock_free:
                     # The count's only writer; the engine reads it once per
                     # step (engine.took() counts bytes, which lock-free mode
                     # does not keep).
